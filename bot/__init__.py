@@ -1,0 +1,1 @@
+"""The chat edge: adapters (console, Discord, Telegram), platform-neutral commands, CLI."""

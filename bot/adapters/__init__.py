@@ -1,0 +1,1 @@
+"""Chat adapters: each translates a platform to the neutral shape in bot.neutral."""

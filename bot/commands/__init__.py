@@ -1,0 +1,1 @@
+"""Platform-neutral commands: each defined once, rendered by every adapter."""

@@ -1,0 +1,86 @@
+"""The one shape every adapter translates to and from.
+
+An adapter turns a platform event into an ``Incoming`` and gives command code a ``Reply``
+that can send, edit, upload and split long text. Command logic is written once against these.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+@dataclass
+class Attachment:
+    filename: str
+    path: Path | None = None  # already on local disk (console, or after download)
+    size: int | None = None
+    url: str | None = None
+
+
+@dataclass
+class Incoming:
+    platform: str             # 'console', 'discord', 'telegram'
+    scope: str                # 'discord:<guild>' or 'telegram:<chat>' or 'console:local'
+    channel: str              # channel / chat id within the scope
+    author_id: str
+    author_name: str
+    text: str
+    message_id: str = ""
+    ts: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    attachments: list[Attachment] = field(default_factory=list)
+    is_admin: bool = False    # owner / Manage Server / chat admin / configured role
+
+
+def split_text(text: str, limit: int) -> list[str]:
+    """Split at paragraph, then line, then word boundaries so no piece exceeds ``limit``."""
+    text = text.strip()
+    pieces: list[str] = []
+    while len(text) > limit:
+        cut = -1
+        for sep in ("\n\n", "\n", " "):
+            cut = text.rfind(sep, 0, limit)
+            if cut > limit // 3:
+                break
+        if cut <= 0:
+            cut = limit
+        pieces.append(text[:cut].rstrip())
+        text = text[cut:].lstrip()
+    if text:
+        pieces.append(text)
+    return pieces or [""]
+
+
+class Sent(abc.ABC):
+    """A message the bot has posted and can edit later (progress)."""
+
+    @abc.abstractmethod
+    async def edit(self, text: str) -> None: ...
+
+
+class Reply(abc.ABC):
+    """Where a command's answers go."""
+
+    max_len: int = 2000
+
+    @abc.abstractmethod
+    async def _send_one(self, text: str) -> Sent: ...
+
+    @abc.abstractmethod
+    async def upload(self, path: Path, caption: str = "", image: bool = False) -> Sent: ...
+
+    async def send(self, text: str) -> Sent:
+        """Send text, split into several messages when it is longer than the platform allows."""
+        sent = None
+        for piece in split_text(text, self.max_len):
+            sent = await self._send_one(piece)
+        return sent
+
+    async def error(self, text: str) -> None:
+        """A refusal or failure; platforms that can show it privately do (Discord ephemeral)."""
+        await self.send(f"⚠ {text}")
+
+    async def progress_message(self, text: str) -> Sent:
+        """A message meant to be edited as long work advances."""
+        return await self._send_one(text[: self.max_len])

@@ -1,0 +1,1 @@
+"""Core of the bot: storage, jobs, memory, LLM and simulation. Never imports `bot`."""

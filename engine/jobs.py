@@ -1,0 +1,263 @@
+"""Background jobs: persisted, observable, cancellable, bounded, and honest after a restart.
+
+A job kind is registered with an async handler ``handler(ctx: JobContext) -> dict | None``.
+Every state change and progress report is written to the ``jobs`` table and fanned out to
+subscribers (the chat adapters). Jobs found 'running' or 'queued' at start-up belonged to a
+process that died: they are marked 'interrupted' and can be resumed with ``resume``.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+from engine.db import Database
+
+log = logging.getLogger(__name__)
+
+QUEUED, RUNNING, DONE, FAILED, CANCELLED, INTERRUPTED = (
+    "queued", "running", "done", "failed", "cancelled", "interrupted")
+FINAL_STATES = {DONE, FAILED, CANCELLED, INTERRUPTED}
+
+
+def utcnow() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class JobError(Exception):
+    """A job failed for a reason worth showing to the user as is."""
+
+
+@dataclass
+class Job:
+    id: str
+    kind: str
+    scope: str
+    channel: str | None
+    title: str
+    params: dict[str, Any]
+    state: str
+    progress: float | None = None
+    message: str = ""
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    created_at: str = ""
+    started_at: str | None = None
+    finished_at: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @classmethod
+    def from_row(cls, row) -> "Job":
+        return cls(
+            id=row["id"], kind=row["kind"], scope=row["scope"], channel=row["channel"],
+            title=row["title"], params=json.loads(row["params"] or "{}"), state=row["state"],
+            progress=row["progress"], message=row["message"],
+            result=json.loads(row["result"]) if row["result"] else None, error=row["error"],
+            created_at=row["created_at"], started_at=row["started_at"], finished_at=row["finished_at"],
+        )
+
+
+@dataclass
+class JobEvent:
+    job: Job
+    kind: str  # 'state' or 'progress'
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+Handler = Callable[["JobContext"], Awaitable[dict[str, Any] | None]]
+Listener = Callable[[JobEvent], Awaitable[None] | None]
+
+
+class JobContext:
+    """What a running job sees: its parameters and a way to report progress."""
+
+    def __init__(self, runner: "JobRunner", job: Job):
+        self.runner = runner
+        self.job = job
+
+    @property
+    def id(self) -> str:
+        return self.job.id
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return self.job.params
+
+    async def progress(self, fraction: float | None, message: str, **data: Any) -> None:
+        """Report progress (fraction in 0..1 or None) with a human-readable line."""
+        self.job.progress = None if fraction is None else max(0.0, min(1.0, fraction))
+        self.job.message = message
+        await self.runner._save(self.job)
+        await self.runner._emit(JobEvent(self.job, "progress", data))
+
+    async def update_params(self, **changes: Any) -> None:
+        """Persist extra parameters (a checkpoint the job needs if it is resumed)."""
+        self.job.params.update(changes)
+        await self.runner._save(self.job)
+
+
+class JobRunner:
+    def __init__(self, db: Database, max_concurrent: int = 2):
+        self.db = db
+        self._handlers: dict[str, Handler] = {}
+        self._tasks: dict[str, asyncio.Task] = {}
+        self._listeners: list[Listener] = []
+        self._watchers: dict[str, list[asyncio.Queue]] = {}
+        self._slots = asyncio.Semaphore(max_concurrent)
+        self._closing = False
+
+    def register(self, kind: str, handler: Handler) -> None:
+        self._handlers[kind] = handler
+
+    def subscribe(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` for every event of every job; returns an unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    async def recover(self) -> list[Job]:
+        """At start-up: jobs left 'running' or 'queued' by a dead process become 'interrupted'."""
+        rows = await self.db.fetchall("SELECT * FROM jobs WHERE state IN (?, ?)", (RUNNING, QUEUED))
+        jobs = []
+        for row in rows:
+            job = Job.from_row(row)
+            job.state, job.finished_at = INTERRUPTED, utcnow()
+            job.message = "interrupted by a restart"
+            await self._save(job)
+            jobs.append(job)
+            log.warning("job %s (%s) was interrupted by a restart", job.id, job.kind)
+        return jobs
+
+    async def submit(self, kind: str, params: dict[str, Any], scope: str,
+                     channel: str | None = None, title: str = "") -> Job:
+        if kind not in self._handlers:
+            raise ValueError(f"unknown job kind: {kind}")
+        now = utcnow()
+        job = Job(id=secrets.token_hex(4), kind=kind, scope=scope, channel=channel,
+                  title=title or kind, params=dict(params), state=QUEUED, created_at=now)
+        await self.db.execute(
+            "INSERT INTO jobs(id, kind, scope, channel, title, params, state, message, created_at, updated_at)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?)",
+            (job.id, kind, scope, channel, job.title, json.dumps(job.params), QUEUED, "", now, now),
+        )
+        self._start(job)
+        return job
+
+    async def resume(self, job_id: str) -> Job:
+        """Run an interrupted or failed job again with its saved parameters and checkpoints."""
+        job = await self.get(job_id)
+        if job is None:
+            raise JobError(f"no job {job_id}")
+        if job.state not in (INTERRUPTED, FAILED, CANCELLED):
+            raise JobError(f"job {job_id} is {job.state}; only interrupted, failed or cancelled jobs resume")
+        job.state, job.error, job.finished_at, job.message = QUEUED, None, None, "resuming"
+        await self._save(job)
+        self._start(job)
+        return job
+
+    def _start(self, job: Job) -> None:
+        self._tasks[job.id] = asyncio.create_task(self._run(job), name=f"job-{job.id}")
+
+    async def _run(self, job: Job) -> None:
+        ctx = JobContext(self, job)
+        try:
+            await self._emit(JobEvent(job, "state"))
+            async with self._slots:
+                job.state, job.started_at = RUNNING, utcnow()
+                await self._save(job)
+                await self._emit(JobEvent(job, "state"))
+                result = await self._handlers[job.kind](ctx)
+            job.state, job.result, job.progress = DONE, result or {}, 1.0
+        except asyncio.CancelledError:
+            if self._closing:
+                job.state, job.message = INTERRUPTED, "interrupted by shutdown"
+            else:
+                job.state, job.message = CANCELLED, "cancelled"
+        except JobError as err:
+            job.state, job.error = FAILED, str(err)
+        except Exception as err:  # a bug or an unexpected failure: keep the job record honest
+            log.exception("job %s (%s) failed", job.id, job.kind)
+            job.state, job.error = FAILED, f"{type(err).__name__}: {err}"
+        finally:
+            job.finished_at = utcnow()
+            self._tasks.pop(job.id, None)
+            await asyncio.shield(self._finish(job))
+
+    async def _finish(self, job: Job) -> None:
+        await self._save(job)
+        await self._emit(JobEvent(job, "state"))
+        for queue in self._watchers.pop(job.id, []):
+            queue.put_nowait(None)
+
+    async def cancel(self, job_id: str) -> bool:
+        task = self._tasks.get(job_id)
+        if task is None:
+            return False
+        task.cancel()
+        await asyncio.wait([task])
+        return True
+
+    async def get(self, job_id: str) -> Job | None:
+        row = await self.db.fetchone("SELECT * FROM jobs WHERE id = ?", (job_id,))
+        return Job.from_row(row) if row else None
+
+    async def list(self, scope: str | None = None, limit: int = 20, kind: str | None = None) -> list[Job]:
+        sql, args = "SELECT * FROM jobs WHERE 1=1", []
+        if scope is not None:
+            sql += " AND scope = ?"; args.append(scope)
+        if kind is not None:
+            sql += " AND kind = ?"; args.append(kind)
+        sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"; args.append(limit)
+        return [Job.from_row(r) for r in await self.db.fetchall(sql, args)]
+
+    def running_ids(self) -> list[str]:
+        return list(self._tasks)
+
+    async def watch(self, job_id: str) -> AsyncIterator[JobEvent]:
+        """Yield this job's events until it finishes."""
+        queue: asyncio.Queue = asyncio.Queue()
+        if job_id not in self._tasks:
+            return
+        self._watchers.setdefault(job_id, []).append(queue)
+        while (event := await queue.get()) is not None:
+            yield event
+
+    async def wait(self, job_id: str) -> Job | None:
+        task = self._tasks.get(job_id)
+        if task is not None:
+            await asyncio.wait([task])
+        return await self.get(job_id)
+
+    async def shutdown(self) -> None:
+        """Interrupt every running job cleanly (their state is saved as 'interrupted')."""
+        self._closing = True
+        tasks = list(self._tasks.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
+
+    async def _save(self, job: Job) -> None:
+        await self.db.execute(
+            "UPDATE jobs SET state=?, progress=?, message=?, result=?, error=?, started_at=?,"
+            " finished_at=?, params=?, updated_at=? WHERE id=?",
+            (job.state, job.progress, job.message, json.dumps(job.result) if job.result is not None else None,
+             job.error, job.started_at, job.finished_at, json.dumps(job.params), utcnow(), job.id),
+        )
+
+    async def _emit(self, event: JobEvent) -> None:
+        for queue in self._watchers.get(event.job.id, []):
+            queue.put_nowait(event)
+        for listener in list(self._listeners):
+            try:
+                res = listener(event)
+                if asyncio.iscoroutine(res):
+                    await res
+            except Exception:
+                log.exception("job listener failed")

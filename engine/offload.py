@@ -1,0 +1,18 @@
+"""Run CPU-bound work (embedding, PDF parsing, index rebuilds) off the event loop."""
+from __future__ import annotations
+
+import asyncio
+import functools
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, TypeVar
+
+T = TypeVar("T")
+
+# torch, numpy, hnswlib and pypdf's zlib release the GIL for their heavy parts; a small
+# shared pool keeps the loop responsive without oversubscribing a 2-core machine.
+_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpu")
+
+
+async def run_cpu(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_pool, functools.partial(fn, *args, **kwargs))

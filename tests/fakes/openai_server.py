@@ -1,0 +1,123 @@
+"""A fake OpenAI-compatible endpoint on 127.0.0.1 for the real openai client (and camel/oasis).
+
+It runs aiohttp in a thread of its own, so it answers whether the test is async, blocks, or
+talks to it from a child process. A test sets ``server.responder`` to decide each answer:
+it receives the request body (a dict) and returns one of
+  - a str: the assistant's message content,
+  - a dict: a whole chat.completion object (see ``completion``),
+  - a ``Raw``: status, headers, body and delay chosen freely (429, 500, broken JSON, stalls).
+Every request body is kept in ``server.requests``.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from aiohttp import web
+
+
+@dataclass
+class Raw:
+    status: int = 200
+    body: str | dict = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+def completion(content: str | None = None, tool_calls: list[dict] | None = None, model: str = "fake-model",
+               prompt_tokens: int = 10, completion_tokens: int = 5, finish_reason: str | None = None) -> dict:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = [
+            {"id": tc.get("id", f"call_{i}"), "type": "function",
+             "function": {"name": tc["name"], "arguments": tc["arguments"] if isinstance(tc["arguments"], str)
+                          else json.dumps(tc["arguments"])}}
+            for i, tc in enumerate(tool_calls)]
+    return {
+        "id": f"chatcmpl-{time.monotonic_ns()}", "object": "chat.completion", "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": finish_reason or ("tool_calls" if tool_calls else "stop")}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+Responder = Callable[[dict], "str | dict | Raw"]
+
+
+class FakeOpenAI:
+    def __init__(self, responder: Responder | None = None):
+        self.responder: Responder = responder or (lambda body: "ok")
+        self.requests: list[dict] = []
+        self.port = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def _chat(self, request: web.Request) -> web.Response:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return web.json_response({"error": {"message": "bad json"}}, status=400)
+        with self._lock:
+            self.requests.append(body)
+        answer = self.responder(body)
+        if isinstance(answer, Raw):
+            if answer.delay:
+                await asyncio.sleep(answer.delay)
+            text = answer.body if isinstance(answer.body, str) else json.dumps(answer.body)
+            return web.Response(status=answer.status, text=text, headers=answer.headers,
+                                content_type="application/json")
+        if isinstance(answer, str):
+            answer = completion(answer, model=body.get("model", "fake-model"))
+        return web.json_response(answer)
+
+    async def _models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+
+    def start(self) -> "FakeOpenAI":
+        ready = threading.Event()
+
+        def serve() -> None:
+            self._loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(self._loop)
+            app = web.Application(client_max_size=64 * 1024 * 1024)
+            for prefix in ("/v1", ""):
+                app.router.add_post(f"{prefix}/chat/completions", self._chat)
+                app.router.add_get(f"{prefix}/models", self._models)
+            self._runner = web.AppRunner(app, access_log=None)
+            self._loop.run_until_complete(self._runner.setup())
+            site = web.TCPSite(self._runner, "127.0.0.1", 0)
+            self._loop.run_until_complete(site.start())
+            self.port = site._server.sockets[0].getsockname()[1]
+            ready.set()
+            self._loop.run_forever()
+            self._loop.run_until_complete(self._runner.cleanup())
+            self._loop.close()
+
+        self._thread = threading.Thread(target=serve, name="fake-openai", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        if self._thread:
+            self._thread.join(10)
+
+    def __enter__(self) -> "FakeOpenAI":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
