@@ -1,0 +1,1 @@
+"""Simulation pipeline: ontology -> graph -> environment -> run (camel-oasis) -> report."""
