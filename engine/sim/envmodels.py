@@ -83,6 +83,7 @@ class SimulationConfig(BaseModel):
     reddit: PlatformConfig = PlatformConfig(recsys="reddit")
     seed: int = 0                              # drives every random choice of the run
 
-    FILE = "simulation_config.json"
-    TWITTER_PROFILES = "twitter_profiles.csv"
-    REDDIT_PROFILES = "reddit_profiles.json"
+
+CONFIG_FILE = "simulation_config.json"
+TWITTER_PROFILES = "twitter_profiles.csv"
+REDDIT_PROFILES = "reddit_profiles.json"
