@@ -29,7 +29,7 @@ def secret(env_name: str) -> str | None:
 
 class BotSection(Section):
     data_dir: str = "data"
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
 
 
 class DatabaseSection(Section):
