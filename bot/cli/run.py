@@ -51,7 +51,7 @@ async def run(args, config) -> int:
         console = Console(app) if use_console else None
         await app.start()
         if console:
-            await app.announce_interrupted("console")
+            await app.platform_ready("console")
         tasks = [asyncio.create_task(_serve_adapter(n, m, app, stop), name=n) for n, m in chat]
         if console:
             console_task = asyncio.create_task(console.run(wait=args.wait))
