@@ -310,6 +310,7 @@ class Child:
         self.runners: dict[str, PlatformRunner] = {}
         self.stopping = asyncio.Event()   # finish the current round, then end
         self.closing = asyncio.Event()    # end the idle time
+        self.ready = asyncio.Event()      # platforms open: interviews can be served
         self.last_activity = time.monotonic()
         self.tasks: set[asyncio.Task] = set()
 
@@ -341,6 +342,7 @@ class Child:
         self.last_activity = time.monotonic()
         try:
             if kind == "interview":
+                await self.ready.wait()
                 answers = []
                 for name in request.get("platforms") or list(self.runners):
                     if name in self.runners:
@@ -393,6 +395,7 @@ class Child:
                 runner = PlatformRunner(self, name, cfg, model)
                 await runner.open(self.spec.mode)
                 self.runners[name] = runner
+            self.ready.set()
             total = min(cfg.time.rounds, self.spec.max_rounds or cfg.time.rounds)
             self.emit({"type": "ready", "mode": self.spec.mode, "rounds": total,
                        "rounds_done": {n: r.rounds_done for n, r in self.runners.items()},
@@ -410,6 +413,7 @@ class Child:
             message = str(err) if isinstance(err, Fatal) else f"{type(err).__name__}: {err}"
             self.emit({"type": "error", "message": message})
         finally:
+            self.ready.set()
             reader.cancel()
             for runner in self.runners.values():
                 try:
