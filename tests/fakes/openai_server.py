@@ -159,11 +159,12 @@ class SocialResponder:
         if choice == "react" and post_ids:
             pid = post_ids[n % len(post_ids)]
             if "create_comment" in tools and n % 2:
-                return completion(tool_calls=[{"name": "create_comment",
+                return completion(tool_calls=[{"id": f"call_{n}", "name": "create_comment",
                                                "arguments": {"post_id": pid, "content": f"Reply {n}"}}])
             if "like_post" in tools:
-                return completion(tool_calls=[{"name": "like_post", "arguments": {"post_id": pid}}])
+                return completion(tool_calls=[{"id": f"call_{n}", "name": "like_post",
+                                               "arguments": {"post_id": pid}}])
         if choice != "do_nothing" and "create_post" in tools:
-            return completion(tool_calls=[{"name": "create_post",
+            return completion(tool_calls=[{"id": f"call_{n}", "name": "create_post",
                                            "arguments": {"content": f"Post {n}: my take on the news"}}])
-        return completion(tool_calls=[{"name": "do_nothing", "arguments": {}}])
+        return completion(tool_calls=[{"id": f"call_{n}", "name": "do_nothing", "arguments": {}}])
