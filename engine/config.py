@@ -46,11 +46,73 @@ class ConsoleSection(Section):
     history_file: str = "console_history"
 
 
+class ModelPrice(Section):
+    input: float = Field(0.0, ge=0.0)   # USD per 1M prompt tokens
+    output: float = Field(0.0, ge=0.0)  # USD per 1M completion tokens
+
+
+class LLMSection(Section):
+    base_url: str = ""  # empty: no LLM configured (simulations are unavailable)
+    model: str = "gpt-4o-mini"
+    fast_model: str = ""  # empty: bulk calls use ``model`` too
+    api_key_env: str = "OPENAI_API_KEY"
+    timeout_s: float = Field(120.0, gt=0.0)
+    max_concurrency: int = Field(4, ge=1, le=256)
+    max_retries: int = Field(5, ge=0, le=20)
+    retry_max_wait_s: float = Field(60.0, ge=0.0)
+    validation_retries: int = Field(2, ge=0, le=10)
+    json_mode: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
+    temperature: float = Field(0.3, ge=0.0, le=2.0)
+    max_tokens: int = Field(4096, ge=16)
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    job_budget_usd: float = Field(0.0, ge=0.0)         # 0: no cap
+    job_budget_tokens: int = Field(0, ge=0)             # 0: no cap
+    scope_budget_usd_per_day: float = Field(0.0, ge=0.0)  # 0: no cap
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url.strip())
+
+
+class DocumentsSection(Section):
+    max_bytes: int = Field(20 * 1024 * 1024, ge=1)
+    max_pages: int = Field(300, ge=1)
+    max_chars: int = Field(500_000, ge=1)
+    max_files: int = Field(10, ge=1)
+    # docx: a zip whose members inflate beyond this, or by more than this ratio, is refused
+    max_unzipped_bytes: int = Field(100 * 1024 * 1024, ge=1)
+    max_zip_ratio: float = Field(100.0, ge=1.0)
+
+
+class SimulationSection(Section):
+    ontology_input_chars: int = Field(20_000, ge=1000)  # document text shown to the ontology step
+    chunk_chars: int = Field(500, ge=100)
+    chunk_overlap: int = Field(50, ge=0)
+    extract_concurrency: int = Field(4, ge=1, le=64)
+    entity_merge_similarity: float = Field(0.86, ge=0.0, le=1.0)
+    max_agents: int = Field(50, ge=1, le=1000)
+    default_agents: int = Field(20, ge=1)
+    persona_batch: int = Field(15, ge=1, le=50)
+    persona_concurrency: int = Field(3, ge=1, le=32)
+    max_rounds: int = Field(72, ge=1)
+    default_rounds: int = Field(24, ge=1)
+    minutes_per_round: int = Field(60, ge=1, le=1440)
+    start_hour: int = Field(8, ge=0, le=23)
+    # activity multiplier per simulated hour 0..23 (dead night, morning, work, evening peak, late night)
+    activity_by_hour: list[float] = Field(
+        default_factory=lambda: [0.05, 0.05, 0.05, 0.05, 0.05, 0.1, 0.4, 0.7, 0.8, 0.6, 0.6, 0.7,
+                                 0.8, 0.7, 0.6, 0.6, 0.7, 0.8, 1.5, 2.0, 2.0, 1.5, 0.8, 0.3],
+        min_length=24, max_length=24)
+
+
 class Config(Section):
     bot: BotSection = BotSection()
     database: DatabaseSection = DatabaseSection()
     jobs: JobsSection = JobsSection()
     console: ConsoleSection = ConsoleSection()
+    llm: LLMSection = LLMSection()
+    documents: DocumentsSection = DocumentsSection()
+    simulation: SimulationSection = SimulationSection()
 
     source: str = ""  # where it was loaded from, for messages
 
