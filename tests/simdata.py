@@ -99,3 +99,48 @@ def sample_simulation(tmp_path_factory, tmp_path: Path) -> Path:
     copy = tmp_path / "sim"
     shutil.copytree(_built["sim"], copy, ignore=shutil.ignore_patterns("log", "report"))
     return copy
+
+
+def write_environment(sim_dir: Path, sim_id: str = "sim1") -> None:
+    """The step-3 files of the sample run: simulation_config.json and the Reddit personas."""
+    from engine.sim.envmodels import CONFIG_FILE, REDDIT_PROFILES, AgentConfig, SimulationConfig
+
+    stances = ["supportive", "opposing", "neutral", "opposing", "observer", "opposing"]
+    types = ["Official", "Commuter", "Journalist", "Cyclist", "Student", "Activist"]
+    config = SimulationConfig(
+        sim_id=sim_id, requirement="How will commuters react to the transit fare hike?",
+        agents=[AgentConfig(agent_id=i, name=n.title(), username=n, entity_type=types[i], stance=stances[i])
+                for i, n in enumerate(NAMES)])
+    (sim_dir / CONFIG_FILE).write_text(config.model_dump_json(indent=2), encoding="utf-8")
+    personas = [{"username": n, "bio": f"{types[i]} in the city",
+                 "persona": f"{n.title()} is a {types[i].lower()} who takes the bus daily and is {stances[i]} "
+                            "about the fare hike.", "age": 30 + i, "gender": "other", "mbti": "INTJ",
+                 "country": "NL"} for i, n in enumerate(NAMES)]
+    (sim_dir / REDDIT_PROFILES).write_text(json.dumps(personas), encoding="utf-8")
+
+
+async def write_graph(db, sim_id: str, folder: Path) -> None:
+    """A small local knowledge graph in the tables the graph step fills; one fact superseded."""
+    await db.execute("INSERT INTO simulations (id, scope, channel, requirement, folder, created_at)"
+                     " VALUES (?, 'console:local', 'console', ?, ?, '2026-01-01')",
+                     (sim_id, "How will commuters react to the transit fare hike?", str(folder)))
+    entities = [("City Council", "Organization", "The elected council that sets transit fares."),
+                ("Commuters Union", "Organization", "Represents daily public-transport riders."),
+                ("Transit fare", "Policy", "The price of a single bus or tram ride."),
+                ("Mayor Jansen", "Person", "Mayor of the city, chairs the council.")]
+    ids = {}
+    for name, etype, summary in entities:
+        ids[name] = await db.execute(
+            "INSERT INTO sim_entities (sim_id, name, norm_name, type, summary) VALUES (?,?,?,?,?)",
+            (sim_id, name, name.lower(), etype, summary))
+    edges = [("City Council", "raises", "Transit fare", "The City Council announced a 20% transit fare hike.",
+              "2026-01-10", None),
+             ("Commuters Union", "opposes", "Transit fare", "The Commuters Union opposes the fare hike.",
+              "2026-01-11", None),
+             ("Mayor Jansen", "chairs", "City Council", "Mayor Jansen chairs the City Council.", "2025-05-01", None),
+             ("City Council", "sets_price", "Transit fare", "A single ride costs 2.00 euro.", "2024-01-01", "2026-01-10"),
+             ("City Council", "sets_price", "Transit fare", "A single ride costs 2.40 euro after the hike.",
+              "2026-01-10", None)]
+    for src, rel, dst, fact, valid, invalid in edges:
+        await db.execute("INSERT INTO sim_edges (sim_id, source_id, target_id, relation, fact, valid_at, invalid_at)"
+                         " VALUES (?,?,?,?,?,?,?)", (sim_id, ids[src], ids[dst], rel, fact, valid, invalid))
