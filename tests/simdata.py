@@ -14,28 +14,29 @@ from pathlib import Path
 NAMES = ["alice", "bob", "carol", "dave", "erin", "frank"]
 A, B, C, D, E, F = range(6)
 
-# (round, agent, action, argument) per platform; post ids follow oasis's autoincrement.
+# (round, agent, action, argument) per platform; rounds count from 0 as in the run step;
+# post ids follow oasis's autoincrement. The log lines copy the trace rows, as the run step does.
 TWITTER = [
-    (1, A, "create_post", "The city council announced a 20% transit fare hike."),
-    (1, B, "create_post", "I oppose the fare hike, it hurts commuters."),
-    (1, C, "like_post", 1),
-    (1, D, "repost", 1),                                   # post 3
-    (2, E, "like_post", 1),
-    (2, F, "quote_post", (2, "Agreed, commuters pay enough already.")),  # post 4
-    (2, B, "follow", A),
-    (2, C, "like_post", 2),
-    (3, A, "like_post", 4),
-    (3, D, "follow", A),
-    (3, E, "do_nothing", None),
+    (0, A, "create_post", "The city council announced a 20% transit fare hike."),
+    (0, B, "create_post", "I oppose the fare hike, it hurts commuters."),
+    (0, C, "like_post", 1),
+    (0, D, "repost", 1),                                   # post 3
+    (1, E, "like_post", 1),
+    (1, F, "quote_post", (2, "Agreed, commuters pay enough already.")),  # post 4
+    (1, B, "follow", A),
+    (1, C, "like_post", 2),
+    (2, A, "like_post", 4),
+    (2, D, "follow", A),
+    (2, E, "do_nothing", None),
 ]
 REDDIT = [
-    (1, C, "create_post", "Discussion: what will the fare hike do to ridership?"),
-    (1, A, "create_comment", (1, "Ridership will drop in the first month.")),
-    (2, B, "like_post", 1),
-    (2, D, "create_comment", (1, "People will switch to bikes.")),
-    (2, E, "dislike_post", 1),
-    (3, F, "create_post", "Petition against the hike is live."),
-    (3, C, "like_post", 2),
+    (0, C, "create_post", "Discussion: what will the fare hike do to ridership?"),
+    (0, A, "create_comment", (1, "Ridership will drop in the first month.")),
+    (1, B, "like_post", 1),
+    (1, D, "create_comment", (1, "People will switch to bikes.")),
+    (1, E, "dislike_post", 1),
+    (2, F, "create_post", "Petition against the hike is live."),
+    (2, C, "like_post", 2),
 ]
 
 
@@ -50,21 +51,22 @@ async def _play(sim_dir: Path, platform: str, script) -> None:
     for i, name in enumerate(NAMES):
         await plat.sign_up(i, (name, name.title(), f"{name} lives in the city"))
     log = (folder / "actions.jsonl").open("w", encoding="utf-8")
-    for rnd in (1, 2, 3):
+    for rnd in (0, 1, 2):
         plat.sandbox_clock.time_step = rnd
-        log.write(json.dumps({"event": "round_start", "round": rnd}) + "\n")
+        log.write(json.dumps({"type": "round_start", "round": rnd}) + "\n")
         for r, agent, action, arg in script:
             if r != rnd:
                 continue
             fn = getattr(plat, action)
             result = await (fn(agent) if arg is None else fn(agent, arg))
             assert result["success"], (platform, action, result)
-            log.write(json.dumps({"round": rnd, "platform": platform, "agent_id": agent,
-                                  "agent_name": NAMES[agent], "action": action,
-                                  "info": result}) + "\n")
-        log.write(json.dumps({"event": "round_end", "round": rnd}) + "\n")
-    log.write(json.dumps({"event": "simulation_end", "rounds": 3}) + "\n")
-    log.write('{"round": 3, "action": "crea')   # a line cut short by a crash
+            row = plat.db.execute("SELECT action, info FROM trace ORDER BY rowid DESC LIMIT 1").fetchone()
+            log.write(json.dumps({"type": "action", "round": rnd, "agent_id": agent, "action": row[0],
+                                  "info": json.loads(row[1])}) + "\n")
+        log.write(json.dumps({"type": "round_end", "round": rnd, "actions": 0}) + "\n")
+    log.write(json.dumps({"type": "interview", "round": 2, "agent_id": 0, "question": "q", "answer": "a"}) + "\n")
+    log.write(json.dumps({"type": "simulation_end", "rounds_done": 3, "stopped": False}) + "\n")
+    log.write('{"type": "action", "round": 2, "action": "crea')   # a line cut short by a crash
     log.close()
     plat.db.close()
 

@@ -103,7 +103,7 @@ async def test_report_with_native_tool_calls(sim, db, openai_server):  # noqa: F
     assert {p["cite"] for p in forge["simulation_posts"]} >= {"[twitter post 1]", "[reddit post 1]"}
     stats = json.loads(results["c2"])
     assert stats["top_posts"][0] == {**stats["top_posts"][0], "cite": "[twitter post 1]", "likes": 2, "reposts": 1}
-    assert stats["actions_by_round"]["reddit"] == {"1": 2, "2": 3, "3": 2}
+    assert stats["actions_by_round"]["reddit"] == {"0": 2, "1": 3, "2": 2}
     interview = json.loads(results["c3"])
     assert interview["answers"][0]["agent"] == "@bob" and "bike" in interview["answers"][0]["answer"]
     persona_req = next(r for r in reqs if r["messages"][0]["content"].startswith("You are Bob"))

@@ -1,5 +1,7 @@
 """Simulation statistics from the run's output: per platform, ``<sim>/<platform>/<platform>.db``
-(camel-oasis schema) and ``<sim>/<platform>/actions.jsonl`` (one JSON object per line).
+(camel-oasis schema) and ``<sim>/<platform>/actions.jsonl`` written by the run step, one JSON
+object per line: ``{"type": "action", "round": r, "agent_id": a, "action": "like_post", "info": {...}}``
+besides round_start / round_end / interview / simulation_end events. Rounds count from 0.
 
 The database says what exists (posts, likes, comments, reposts, follows, who wrote what);
 the log says when it happened (rounds). Without a log, the ``trace`` table stands in: on
@@ -119,7 +121,7 @@ def _short(d: dict[str, Any], limit: int = 280) -> dict[str, Any]:
 
 
 def read_log(path: Path) -> Iterator[dict[str, Any]]:
-    """Action lines of an actions.jsonl; events (round_start, round_end, ...) and broken lines skipped."""
+    """Action lines of an actions.jsonl; events (round_start, interview, ...) and broken lines skipped."""
     if not path.exists():
         return
     with path.open(encoding="utf-8", errors="replace") as fh:
@@ -130,10 +132,8 @@ def read_log(path: Path) -> Iterator[dict[str, Any]]:
                 continue  # a line cut short by a crash
             if not isinstance(row, dict):
                 continue
-            action = row.get("action") or row.get("action_type")
-            if not isinstance(action, str) or "round" not in row:
-                continue
-            if row.get("event") or row.get("event_type"):
+            action = row.get("action")
+            if row.get("type") != "action" or not isinstance(action, str) or "round" not in row:
                 continue
             try:
                 yield {**row, "action": action.lower(), "round": int(row["round"])}

@@ -153,7 +153,8 @@ class ReportTools:
         self.sources.setdefault(f"[agent @{author}]", f"@{author}")
 
     def _facts(self, facts: list[Fact], with_status: bool = False) -> list[dict]:
-        self.sources.update((f.cite(), f"{f.text} ({f.source} -{f.relation}-> {f.target})") for f in facts)
+        self.sources.update((f.cite(), f"{f.text} ({f.source} -{f.relation}-> {f.target}"
+                                       f"{'' if f.current else f'; superseded since {f.invalid_at}'})") for f in facts)
         return [f.to_dict(with_status) for f in facts]
 
     def _posts(self, query: str, limit: int) -> list[dict]:
