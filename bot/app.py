@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 FEATURES = [
     "bot.features.core",
     "bot.features.llm",
+    "bot.features.simulation",
 ]
 
 MessageListener = Callable[[Incoming], Awaitable[None]]

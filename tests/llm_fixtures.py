@@ -31,3 +31,11 @@ async def db(tmp_path):
     database = await open_database(tmp_path / "test.sqlite3")
     yield database
     await database.close()
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The packaged MiniLM, loaded once per test session."""
+    from engine.sim.vectors import MiniLM
+
+    return MiniLM()

@@ -29,7 +29,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from engine.config import LLMSection, secret
 from engine.db import Database
-from engine.llm.errors import LLMError, LLMNotConfigured
+from engine.llm.errors import InvalidAnswer, LLMError, LLMNotConfigured
 from engine.llm.schema import extract_json, schema_instruction, schema_name, strict_schema
 from engine.llm.usage import Usage, UsageLedger
 
@@ -167,7 +167,7 @@ class LLMClient:
                            {"role": "user", "content": f"That answer was not valid: {errors}.{note} "
                                                        "Reply again with the complete, corrected JSON object only."}]
                 log.info("invalid structured answer for %s: %s", model_cls.__name__, errors)
-        raise LLMError(f"the LLM gave no valid {model_cls.__name__} after "
+        raise InvalidAnswer(f"the LLM gave no valid {model_cls.__name__} after "
                        f"{self.config.validation_retries + 1} tries (last problem: {errors})")
 
     # -- internals -----------------------------------------------------------------------

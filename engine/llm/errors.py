@@ -14,3 +14,7 @@ class LLMNotConfigured(LLMError):
 
 class BudgetExceeded(LLMError):
     """A job or scope has spent its budget; no further requests are sent for it."""
+
+
+class InvalidAnswer(LLMError):
+    """The LLM answered, but never in the required shape; callers may fall back to defaults."""
