@@ -122,27 +122,23 @@ def write_environment(sim_dir: Path, sim_id: str = "sim1") -> None:
 
 
 async def write_graph(db, sim_id: str, folder: Path) -> None:
-    """A small local knowledge graph in the tables the graph step fills; one fact superseded."""
+    """A small local knowledge graph, stored by the graph step's GraphStore; one fact superseded."""
+    from engine.sim.graphstore import GraphStore, NewEdge, NewEntity
+    from engine.sim.vectors import MiniLM
+
     await db.execute("INSERT INTO simulations (id, scope, channel, requirement, folder, created_at)"
                      " VALUES (?, 'console:local', 'console', ?, ?, '2026-01-01')",
                      (sim_id, "How will commuters react to the transit fare hike?", str(folder)))
-    entities = [("City Council", "Organization", "The elected council that sets transit fares."),
-                ("Commuters Union", "Organization", "Represents daily public-transport riders."),
-                ("Transit fare", "Policy", "The price of a single bus or tram ride."),
-                ("Mayor Jansen", "Person", "Mayor of the city, chairs the council.")]
-    ids = {}
-    for name, etype, summary in entities:
-        ids[name] = await db.execute(
-            "INSERT INTO sim_entities (sim_id, name, norm_name, type, summary) VALUES (?,?,?,?,?)",
-            (sim_id, name, name.lower(), etype, summary))
-    edges = [("City Council", "raises", "Transit fare", "The City Council announced a 20% transit fare hike.",
-              "2026-01-10", None),
-             ("Commuters Union", "opposes", "Transit fare", "The Commuters Union opposes the fare hike.",
-              "2026-01-11", None),
-             ("Mayor Jansen", "chairs", "City Council", "Mayor Jansen chairs the City Council.", "2025-05-01", None),
-             ("City Council", "sets_price", "Transit fare", "A single ride costs 2.00 euro.", "2024-01-01", "2026-01-10"),
-             ("City Council", "sets_price", "Transit fare", "A single ride costs 2.40 euro after the hike.",
-              "2026-01-10", None)]
-    for src, rel, dst, fact, valid, invalid in edges:
-        await db.execute("INSERT INTO sim_edges (sim_id, source_id, target_id, relation, fact, valid_at, invalid_at)"
-                         " VALUES (?,?,?,?,?,?,?)", (sim_id, ids[src], ids[dst], rel, fact, valid, invalid))
+    entities = [NewEntity("City Council", "Organization", "The elected council that sets transit fares."),
+                NewEntity("Commuters Union", "Organization", "Represents daily public-transport riders."),
+                NewEntity("Transit fare", "Policy", "The price of a single bus or tram ride."),
+                NewEntity("Mayor Jansen", "Person", "Mayor of the city, chairs the council.")]
+    council, union, fare, mayor = range(4)
+    edges = [NewEdge(council, fare, "raises", "The City Council announced a 20% transit fare hike.", "2026-01-10"),
+             NewEdge(union, fare, "opposes", "The Commuters Union opposes the fare hike.", "2026-01-11"),
+             NewEdge(mayor, council, "chairs", "Mayor Jansen chairs the City Council.", "2025-05-01"),
+             NewEdge(council, fare, "sets_price", "A single ride costs 2.00 euro.", "2024-01-01", "2026-01-10"),
+             NewEdge(council, fare, "sets_price", "A single ride costs 2.40 euro after the hike.", "2026-01-10")]
+    store = GraphStore(db, MiniLM())
+    await store.replace(sim_id, entities, edges)
+    return store

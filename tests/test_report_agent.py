@@ -10,7 +10,7 @@ import pytest
 from engine.config import LLMSection, ReportSection
 from engine.llm import LLMClient
 from engine.sim.report.agent import write_report
-from engine.sim.report.sources import KeywordGraph, PersonaInterviewer, load_roster
+from engine.sim.report.sources import PersonaInterviewer, StoreGraph, load_roster
 from engine.sim.report.stats import compute_stats
 from engine.sim.report.tools import ReportTools, tool_schemas
 from tests.fakes.openai_server import completion
@@ -67,12 +67,16 @@ def folder(tmp_path_factory, tmp_path):
 
 
 @pytest.fixture
-async def sim(folder, db):  # noqa: F811
-    await write_graph(db, "sim1", folder)
+async def graph(folder, db):  # noqa: F811
+    return StoreGraph(await write_graph(db, "sim1", folder), "sim1")
+
+
+@pytest.fixture
+def sim(folder, graph):
     return folder
 
 
-async def test_report_with_native_tool_calls(sim, db, openai_server):  # noqa: F811
+async def test_report_with_native_tool_calls(sim, graph, openai_server):  # noqa: F811
     openai_server.responder = scripted
     llm = llm_for(openai_server)
     seen = []
@@ -80,7 +84,7 @@ async def test_report_with_native_tool_calls(sim, db, openai_server):  # noqa: F
     async def progress(fraction, message):
         seen.append(message)
 
-    result = await write_report(sim, llm, KeywordGraph(db, "sim1"), PersonaInterviewer(llm, sim),
+    result = await write_report(sim, llm, graph, PersonaInterviewer(llm, sim),
                                 ReportSection(), progress=progress)
     await llm.close()
     reqs = openai_server.requests
@@ -133,7 +137,7 @@ async def test_report_with_native_tool_calls(sim, db, openai_server):  # noqa: F
     assert "writing section 2/2: How the facts changed" in seen
 
 
-async def test_section_loop_stops_at_the_turn_cap(sim, db, openai_server):  # noqa: F811
+async def test_section_loop_stops_at_the_turn_cap(sim, graph, openai_server):  # noqa: F811
     def endless(body):
         fmt = (body.get("response_format") or {}).get("json_schema", {}).get("name")
         if fmt == "Outline":
@@ -144,7 +148,7 @@ async def test_section_loop_stops_at_the_turn_cap(sim, db, openai_server):  # no
 
     openai_server.responder = endless
     llm = llm_for(openai_server)
-    result = await write_report(sim, llm, KeywordGraph(db, "sim1"), PersonaInterviewer(llm, sim),
+    result = await write_report(sim, llm, graph, PersonaInterviewer(llm, sim),
                                 ReportSection(tool_turns=2))
     await llm.close()
     tool_reqs = [r for r in openai_server.requests if r.get("tools")]
@@ -154,10 +158,10 @@ async def test_section_loop_stops_at_the_turn_cap(sim, db, openai_server):  # no
     assert all(body == "_The writer gave no text for this section._" for _, body in result.sections)
 
 
-async def test_resumed_report_writes_only_missing_sections(sim, db, openai_server):  # noqa: F811
+async def test_resumed_report_writes_only_missing_sections(sim, graph, openai_server):  # noqa: F811
     openai_server.responder = scripted
     llm = llm_for(openai_server)
-    graph, interviewer = KeywordGraph(db, "sim1"), PersonaInterviewer(llm, sim)
+    interviewer = PersonaInterviewer(llm, sim)
     await write_report(sim, llm, graph, interviewer, ReportSection())
     (sim / "report" / "sections" / "02.md").unlink()
     (sim / "report" / "report.md").unlink()
@@ -170,9 +174,9 @@ async def test_resumed_report_writes_only_missing_sections(sim, db, openai_serve
     assert "[fact 5]" in result.path.read_text()
 
 
-async def test_bad_tool_calls_get_error_results(sim, db, openai_server):  # noqa: F811
+async def test_bad_tool_calls_get_error_results(sim, graph, openai_server):  # noqa: F811
     llm = llm_for(openai_server)
-    tools = ReportTools(compute_stats(sim), KeywordGraph(db, "sim1"), PersonaInterviewer(llm, sim),
+    tools = ReportTools(compute_stats(sim), graph, PersonaInterviewer(llm, sim),
                         load_roster(sim), llm)
     assert "unknown tool 'drop_tables'" in json.loads(await tools.call("drop_tables", "{}"))["error"]
     assert "query: Input should be a valid string" in json.loads(await tools.call("quick_search", '{"query": 5}'))[
@@ -189,10 +193,10 @@ async def test_bad_tool_calls_get_error_results(sim, db, openai_server):  # noqa
     await llm.close()
 
 
-async def test_interviewees_are_chosen_by_relevance(sim, db, openai_server):  # noqa: F811
+async def test_interviewees_are_chosen_by_relevance(sim, graph, openai_server):  # noqa: F811
     openai_server.responder = lambda body: "I ride my bike."
     llm = llm_for(openai_server)
-    tools = ReportTools(compute_stats(sim), KeywordGraph(db, "sim1"), PersonaInterviewer(llm, sim),
+    tools = ReportTools(compute_stats(sim), graph, PersonaInterviewer(llm, sim),
                         load_roster(sim), llm)
     out = json.loads(await tools.call("interview_agents", json.dumps(
         {"question": "As a cyclist, what do you think?", "count": 1})))

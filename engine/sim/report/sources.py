@@ -3,11 +3,9 @@
 ``GraphSearch``: facts (graph edges, with validity) and entities of one simulation's graph.
 ``Interviewer``: asks agents of the simulation a question and returns their answers.
 
-The implementations here are the self-contained ones: ``KeywordGraph`` reads the local graph
-tables (``sim_entities``, ``sim_edges``) with keyword scoring, and ``PersonaInterviewer``
-answers in character from an agent's profile and its own posts, for when the run's live
-environment is gone. Richer ones (semantic graph search, live oasis interviews) plug in
-through the same interfaces.
+``StoreGraph`` adapts the pipeline's ``GraphStore``. ``PersonaInterviewer`` answers in character
+from an agent's profile and its own posts, for when the run's live environment is gone;
+``RunInterviewer`` asks the live agents through the run's interview channel.
 """
 from __future__ import annotations
 
@@ -17,9 +15,8 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Awaitable, Callable, Protocol
 
-from engine.db import Database
 from engine.sim.envmodels import CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES, SimulationConfig
 
 _WORD = re.compile(r"[\w']+", re.UNICODE)
@@ -81,54 +78,33 @@ class GraphSearch(Protocol):
 
     async def search_entities(self, query: str, limit: int = 5) -> list[Entity]: ...
 
-    async def facts_of(self, entity_id: int, limit: int = 10) -> list[Fact]: ...
+    async def facts_of(self, name: str, limit: int = 10) -> list[Fact]: ...
 
 
-class KeywordGraph:
-    """Keyword search over the local graph of one simulation (tables from the graph step)."""
+class StoreGraph:
+    """The simulation's local graph (``GraphStore``: semantic + keyword search) seen by the tools."""
 
-    _FACTS = ("SELECT e.id, e.fact, e.relation, e.valid_at, e.invalid_at, s.name AS source, t.name AS target"
-              " FROM sim_edges e JOIN sim_entities s ON s.id = e.source_id JOIN sim_entities t ON t.id = e.target_id"
-              " WHERE e.sim_id = ?")
-
-    def __init__(self, db: Database, sim_id: str):
-        self.db = db
+    def __init__(self, store, sim_id: str):
+        self.store = store
         self.sim_id = sim_id
 
     @staticmethod
-    def _fact(row, score: float = 0.0) -> Fact:
-        return Fact(row["id"], row["fact"], row["source"], row["relation"], row["target"],
-                    row["valid_at"], row["invalid_at"], score)
+    def _fact(f, score: float = 0.0) -> Fact:
+        return Fact(f.id, f.fact, f.source, f.relation, f.target, f.valid_at, f.invalid_at or None, score)
 
     async def search_facts(self, query: str, limit: int = 10, include_invalid: bool = False) -> list[Fact]:
-        q = terms(query)
-        sql = self._FACTS + ("" if include_invalid else " AND e.invalid_at IS NULL")
-        scored = []
-        for row in await self.db.fetchall(sql, (self.sim_id,)):
-            text = f"{row['source']} {row['relation']} {row['target']} {row['fact']}"
-            score = keyword_score(q, text)
-            if score > 0:
-                scored.append(self._fact(row, score))
-        scored.sort(key=lambda f: (-f.score, f.id))
-        return scored[:limit]
+        # ask for more than needed: superseded facts are dropped afterwards when not wanted
+        hits = await self.store.search(self.sim_id, query, k=limit * 3, kinds=("fact",))
+        facts = [self._fact(h.fact, h.score) for h in hits]
+        return [f for f in facts if include_invalid or f.current][:limit]
 
     async def search_entities(self, query: str, limit: int = 5) -> list[Entity]:
-        q = terms(query)
-        found = []
-        for row in await self.db.fetchall(
-                "SELECT id, name, type, summary FROM sim_entities WHERE sim_id = ?", (self.sim_id,)):
-            # a name match outweighs a mention in the summary
-            score = 2 * keyword_score(q, row["name"]) + keyword_score(q, f"{row['type']} {row['summary']}")
-            if score > 0:
-                found.append(Entity(row["id"], row["name"], row["type"], row["summary"], score))
-        found.sort(key=lambda e: (-e.score, e.id))
-        return found[:limit]
+        hits = await self.store.search(self.sim_id, query, k=limit, kinds=("entity",))
+        return [Entity(h.entity.id, h.entity.name, h.entity.type, h.entity.summary, h.score) for h in hits]
 
-    async def facts_of(self, entity_id: int, limit: int = 10) -> list[Fact]:
-        rows = await self.db.fetchall(
-            self._FACTS + " AND e.invalid_at IS NULL AND (e.source_id = ? OR e.target_id = ?) ORDER BY e.id LIMIT ?",
-            (self.sim_id, entity_id, entity_id, limit))
-        return [self._fact(r) for r in rows]
+    async def facts_of(self, name: str, limit: int = 10) -> list[Fact]:
+        facts = [self._fact(f) for f in await self.store.neighbours(self.sim_id, name, depth=1)]
+        return [f for f in facts if f.current][:limit]
 
 
 # -- agents and interviews -------------------------------------------------------------------
@@ -225,3 +201,25 @@ class PersonaInterviewer:
                 {"role": "user", "content": question}], job=self.job, scope=self.scope)
             answers.append(Answer(agent.agent_id, agent.username, where, question, text.strip()))
         return answers
+
+
+AskRun = Callable[[str, list[int], list[str]], Awaitable[list[dict]]]
+
+
+class RunInterviewer:
+    """Asks the live agents of a run (oasis INTERVIEW action) through its interview channel.
+
+    ``ask(question, agent_ids, platforms)`` sends one interview request to the run and returns
+    its answers as the run replies them: ``{"platform", "agent_id", "name", "answer" | "error"}``.
+    An agent on both platforms answers once per platform."""
+
+    def __init__(self, ask: AskRun):
+        self.ask = ask
+
+    async def interview(self, agents: list[AgentProfile], question: str, platform: str) -> list[Answer]:
+        platforms = ["twitter", "reddit"] if platform == "both" else [platform]
+        by_id = {a.agent_id: a for a in agents}
+        replies = await self.ask(question, list(by_id), platforms)
+        return [Answer(r["agent_id"], by_id[r["agent_id"]].username, r.get("platform", platform), question,
+                       r.get("answer") or f"(no answer: {r.get('error', 'unknown error')})")
+                for r in replies if r.get("agent_id") in by_id]

@@ -210,14 +210,11 @@ class ReportTools:
         A -r-> B <-s- C when the second relation points back at B."""
         chains: list[str] = []
         for entity in entities:
-            for first in await self.graph.facts_of(entity.id, limit=6):
+            for first in await self.graph.facts_of(entity.name, limit=6):
                 self._facts([first])
                 chains.append(f"{first.source} -{first.relation}-> {first.target} {first.cite()}")
                 other = first.target if first.source == entity.name else first.source
-                hits = await self.graph.search_entities(other, limit=1)
-                if not hits or hits[0].name != other:
-                    continue
-                for second in await self.graph.facts_of(hits[0].id, limit=4):
+                for second in await self.graph.facts_of(other, limit=4):
                     if second.id != first.id and entity.name not in (second.source, second.target):
                         self._facts([second])
                         step = (f"-{second.relation}-> {second.target}" if second.source == other
