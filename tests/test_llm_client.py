@@ -57,7 +57,8 @@ async def test_falls_back_to_json_object_and_remembers(openai_server):
     kinds = [(r.get("response_format") or {}).get("type") for r in openai_server.requests]
     assert kinds == ["json_schema", "json_object"]
     # the schema travels in the prompt in json_object mode
-    assert '"required"' in openai_server.requests[1]["messages"][-1]["content"]
+    first = openai_server.requests[1]["messages"][0]
+    assert first["role"] == "system" and '"required"' in first["content"]
     await llm.structured(Person, [{"role": "user", "content": "again"}])
     assert (openai_server.requests[2].get("response_format") or {}).get("type") == "json_object"
     await llm.close()

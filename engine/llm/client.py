@@ -186,7 +186,11 @@ class LLMClient:
         if mode == "json_schema":
             return history
         # json_object needs the word JSON in the prompt; both weaker modes need the schema there.
-        return [*history, {"role": "system", "content": schema_instruction(model_cls)}]
+        # It joins the leading system message: some chat templates refuse a system message later on.
+        instruction = schema_instruction(model_cls)
+        if history and history[0].get("role") == "system" and isinstance(history[0].get("content"), str):
+            return [{**history[0], "content": f"{history[0]['content']}\n\n{instruction}"}, *history[1:]]
+        return [{"role": "system", "content": instruction}, *history]
 
     async def _request(self, messages: list[dict], model: str, job: str | None, scope: str | None,
                        **kwargs: Any) -> ChatCompletion:
