@@ -192,3 +192,12 @@ async def test_scope_budget_per_day(openai_server, db):
         await llm.chat([{"role": "user", "content": "hi"}], scope="telegram:1")
     await llm.chat([{"role": "user", "content": "hi"}], scope="telegram:2")
     await llm.close()
+
+
+async def test_other_refusals_are_one_clear_llm_error(openai_server):
+    openai_server.responder = lambda body: Raw(404, {"error": {"message": "model m does not exist"}})
+    llm = make(openai_server)
+    with pytest.raises(LLMError, match=r"refused the request \(404\).*does not exist"):
+        await llm.chat([{"role": "user", "content": "hi"}])
+    assert len(openai_server.requests) == 1  # not retried
+    await llm.close()
