@@ -24,6 +24,7 @@ FEATURES = [
     "bot.features.memory",
     "bot.features.llm",
     "bot.features.simulation",
+    "bot.features.simrun",
     "bot.features.digest",
 ]
 
