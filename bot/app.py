@@ -23,6 +23,7 @@ FEATURES = [
     "bot.features.core",
     "bot.features.llm",
     "bot.features.simulation",
+    "bot.features.report",
 ]
 
 MessageListener = Callable[[Incoming], Awaitable[None]]

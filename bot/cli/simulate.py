@@ -13,7 +13,7 @@ from engine.documents import DocumentError, check_document
 from engine.jobs import JobError
 from engine.sim import pipeline
 
-FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation"]
+FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.report"]
 SCOPE = "console:local"
 
 
