@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class ConfigError(Exception):
@@ -157,6 +157,48 @@ class MemorySection(Section):
     index_ef: int = Field(64, ge=1)
 
 
+class DiscordSection(Section):
+    token_env: str = "DISCORD_TOKEN"
+    message_content: bool = False     # privileged intent: ingest plain messages into memory
+    admin_role: str = ""              # role name or id allowed admin commands (besides Manage Server)
+    sync_guild: str = ""              # `discord sync` target guild id; empty: global commands
+    owner_ids: list[str] = []         # users allowed the !sync owner command; empty: the app owner
+    max_upload_mb: float = Field(10.0, gt=0)
+    max_download_mb: float = Field(25.0, gt=0)
+    api_base: str = ""                # REST base override (a local fake in tests)
+    gateway_url: str = ""             # gateway override (a local fake in tests)
+
+
+class TelegramSection(Section):
+    token_env: str = "TELEGRAM_BOT_TOKEN"
+    base_url: str = ""                # e.g. a local Bot API server: http://127.0.0.1:8081/bot
+    base_file_url: str = ""           # e.g. http://127.0.0.1:8081/file/bot
+    max_download_mb: float = Field(20.0, gt=0)
+    max_upload_mb: float = Field(50.0, gt=0)
+    poll_timeout_s: float = Field(10.0, ge=0)
+    overall_max_rate: float = Field(30.0, gt=0)   # messages per second over all chats
+    group_max_rate: float = Field(20.0, gt=0)     # messages per minute into one group
+    max_retries: int = Field(2, ge=0, le=10)      # retries after a flood-wait answer (429 only)
+
+
+class SchedulerSection(Section):
+    timezone: str = "UTC"
+    merge_time: str = Field("04:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+    digest_time: str = Field("09:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+    missed: Literal["skip", "run_once"] = "run_once"
+    misfire_grace_s: int = Field(3600, ge=1)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (use an IANA name like Europe/Berlin)") from None
+        return value
+
+
 class Config(Section):
     bot: BotSection = BotSection()
     database: DatabaseSection = DatabaseSection()
@@ -168,6 +210,9 @@ class Config(Section):
     report: ReportSection = ReportSection()
     embedder: EmbedderSection = EmbedderSection()
     memory: MemorySection = MemorySection()
+    discord: DiscordSection = DiscordSection()
+    telegram: TelegramSection = TelegramSection()
+    scheduler: SchedulerSection = SchedulerSection()
 
     source: str = ""  # where it was loaded from, for messages
 

@@ -67,6 +67,7 @@ def setup(app) -> None:
             agents=ctx.args.get("agents"), rounds=ctx.args.get("rounds"))
         job = await app.jobs.submit("simulation", {"sim_id": sim_id}, ctx.scope, channel=ctx.message.channel,
                                     title=f"simulation {sim_id}")
+        await app.db.execute("UPDATE simulations SET job_id=? WHERE id=?", (job.id, sim_id))
         await ctx.reply.send(f"Simulation `{sim_id}` started (job `{job.id}`) with {len(spec.documents)} "
                              f"document(s). /sim status {sim_id} shows its steps.")
 
