@@ -23,6 +23,7 @@ FEATURES = [
     "bot.features.core",
     "bot.features.llm",
     "bot.features.simulation",
+    "bot.features.simrun",
     "bot.features.report",
     "bot.features.digest",
 ]
