@@ -13,7 +13,7 @@ from bot.neutral import Reply
 from engine.jobs import DONE, JobError
 from engine.sim.report.agent import report_dir
 from engine.sim.report.charts import TITLES
-from engine.sim.report.step import make_report
+from engine.sim.report import step as report_step
 
 
 async def post_report(reply: Reply, sim_id: str, folder: Path) -> None:
@@ -26,6 +26,7 @@ async def post_report(reply: Reply, sim_id: str, folder: Path) -> None:
 
 
 def setup(app) -> None:
+    report_step.register()
     reg = app.commands
 
     async def folder_of(sim_id: str, scope: str) -> Path | None:
@@ -37,7 +38,7 @@ def setup(app) -> None:
         if llm is None or store is None:
             raise JobError("reports need an LLM: set [llm] base_url in config.toml")
         sim_id = job.params["sim_id"]
-        result = await make_report(app.db, app.config, llm, store, sim_id, job=job.id, scope=job.job.scope,
+        result = await report_step.make_report(app.db, app.config, llm, store, sim_id, job=job.id, scope=job.job.scope,
                                    progress=job.progress)
         reply = app.reply_to(job.job.scope, job.job.channel) if job.job.channel else None
         if reply is not None:

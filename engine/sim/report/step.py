@@ -1,18 +1,21 @@
-"""Step 5 for the pipeline and for the chat's report job.
+"""Step 5 of the simulation pipeline ("report"), and the report job of the chat.
 
-``step`` is the pipeline step; it belongs in ``engine.sim.pipeline.STEPS`` right after the run
-step, as ``("report", report_step.step)``. ``make_report`` is shared with the report job.
+``register()`` adds the step after the run step (once per process); ``make_report`` is shared
+by the step and the chat's report job. Interviews go to the run's agents through the run
+service (the live environment, or one reopened from the databases), with answers from the
+agents' personas when the run cannot be reached.
 """
 from __future__ import annotations
 
 from typing import Any
 
 from engine.db import Database
-from engine.jobs import JobError
+from engine.jobs import JobError, utcnow
 from engine.offload import run_cpu
 from engine.sim import pipeline
 from engine.sim.report.agent import Progress, ReportResult, write_report
-from engine.sim.report.sources import Interviewer, PersonaInterviewer, StoreGraph
+from engine.sim.report.sources import Interviewer, PersonaInterviewer, RunInterviewer, StoreGraph
+from engine.sim.run.step import runs_for
 from engine.sim.report.stats import platforms_of
 
 
@@ -28,9 +31,18 @@ async def make_report(db: Database, config, llm, store, sim_id: str, *, intervie
     done = await pipeline.completed_steps(db, sim_id)
     if "run" in steps and "run" not in done or not await run_cpu(platforms_of, folder):
         raise JobError(f"simulation {sim_id} has not finished its run yet: there is nothing to report")
-    return await write_report(folder, llm, StoreGraph(store, sim_id),
-                              interviewer or PersonaInterviewer(llm, folder, job, scope), config.report,
-                              requirement=spec.requirement, sim_id=sim_id, job=job, scope=scope, progress=progress)
+    if interviewer is None:
+        interviewer = PersonaInterviewer(llm, folder, job, scope)
+        if "run" in done:
+            interviewer = RunInterviewer(runs_for(db, config), sim_id, fallback=interviewer)
+    result = await write_report(folder, llm, StoreGraph(store, sim_id), interviewer, config.report,
+                                requirement=spec.requirement, sim_id=sim_id, job=job, scope=scope, progress=progress)
+    await db.execute(
+        "INSERT OR REPLACE INTO sim_reports(sim_id, path, title, summary, sections, tool_calls, citations,"
+        " unverified, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+        (sim_id, str(result.path), result.title, result.summary, len(result.sections), result.tool_calls,
+         len(result.citations), len(result.unverified), utcnow()))
+    return result
 
 
 def summary_of(result: ReportResult) -> dict[str, Any]:
@@ -44,3 +56,9 @@ async def step(ctx) -> dict[str, Any]:
     result = await make_report(ctx.db, ctx.config, ctx.llm, ctx.graph, ctx.sim_id, job=ctx.job_id,
                                scope=ctx.scope, progress=ctx.progress)
     return summary_of(result)
+
+
+def register() -> None:
+    """Append the step to the pipeline; the run step registers first (feature order)."""
+    if not any(name == "report" for name, _ in pipeline.STEPS):
+        pipeline.add_step("report", step)
