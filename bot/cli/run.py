@@ -84,10 +84,11 @@ async def run(args, config) -> int:
         if app.background:
             await asyncio.wait(list(app.background), timeout=5)
         adapters_stop.set()
-        _, pending = await asyncio.wait(tasks, timeout=15)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=15)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
     finally:
         await app.close()
     return status
