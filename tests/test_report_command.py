@@ -1,6 +1,7 @@
 """/report in the chat and the report as a pipeline step, on a real oasis run and a fake LLM."""
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,24 @@ async def test_report_as_a_pipeline_step(app, folder, openai_server):  # noqa: F
     assert summary["unverified_citations"] == 1
     done = await pipeline.completed_steps(app.db, "sim1")
     assert done["report"]["llm_calls"] > 0
+
+
+async def test_a_simulation_ending_with_its_report_posts_it_in_its_channel(app, folder, openai_server):  # noqa: F811
+    openai_server.responder = scripted
+    await write_graph(app.db, "sim1", folder)
+    assert [name for name, _ in pipeline.STEPS][-1] == "report"
+    for step in ("ontology", "graph", "environment"):   # prepared already: the job goes to the report
+        await app.db.execute("INSERT INTO sim_steps(sim_id, step, finished_at) VALUES ('sim1', ?, 'x')", (step,))
+    job = await app.jobs.submit("simulation", {"sim_id": "sim1"}, "console:local", channel="console")
+    job = await app.jobs.wait(job.id)
+    assert job.state == "done", job.error
+    assert job.result["steps"]["report"]["sections"] == 2
+    for _ in range(100):   # the post follows the job's end
+        if app.reply.of("file"):
+            break
+        await asyncio.sleep(0.05)
+    assert [p.name for _, p, _ in app.reply.of("file")] == ["report.md"]
+    assert len(app.reply.of("image")) == 4
+    row = await app.db.fetchone("SELECT * FROM sim_reports WHERE sim_id = 'sim1'")
+    assert row["path"] == str(folder / "report" / "report.md") and row["unverified"] == 1
+    assert row["summary"].startswith("Commuters push back")
