@@ -25,6 +25,7 @@ FEATURES = [
     "bot.features.llm",
     "bot.features.simulation",
     "bot.features.simrun",
+    "bot.features.report",
     "bot.features.digest",
 ]
 
