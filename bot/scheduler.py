@@ -184,8 +184,8 @@ class Scheduler:
         sub = await self.subscription(scope, channel)
         since = sub.last_sent_at if sub and sub.last_sent_at else (
             datetime.now(timezone.utc) - timedelta(days=1)).isoformat(timespec="seconds")
+        now = datetime.now(timezone.utc).isoformat()  # sub-second: the next digest starts after this one
         text = await build_digest(self.app, scope, since)
-        now = utcnow()
         # Mark it sent before posting: a failed post is lost once, never posted twice.
         if sub is not None:
             await self.app.db.execute(

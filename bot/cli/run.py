@@ -32,7 +32,8 @@ async def _serve_adapter(name: str, module, app: App, stop: asyncio.Event) -> No
     except asyncio.CancelledError:
         raise
     except Exception as err:  # one adapter failing (bad token, network) leaves the others running
-        log.error("%s adapter stopped: %s: %s", name, type(err).__name__, err)
+        label = name.rsplit(".", 1)[-1].removesuffix("_adapter")
+        log.error("%s adapter stopped: %s: %s", label, type(err).__name__, err)
 
 
 async def run(args, config) -> int:
