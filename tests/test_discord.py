@@ -20,12 +20,14 @@ async def fake():
     await server.stop()
 
 
-async def start_bot(tmp_path, monkeypatch, server, **discord_cfg):
+async def start_bot(tmp_path, monkeypatch, server, extra=None, **discord_cfg):
     monkeypatch.setenv("DISCORD_TEST_TOKEN", "fake-token")
     app = await make_app(tmp_path, discord={"token_env": "DISCORD_TEST_TOKEN", "api_base": server.api_base,
                                             "gateway_url": server.gateway_url, **discord_cfg})
     gate = asyncio.Event()
     runs = add_test_simulation(app, gate)
+    if extra:
+        extra(app)
     await app.start()
     stop = asyncio.Event()
     task = asyncio.create_task(discord_adapter.serve(app, stop))
@@ -140,3 +142,31 @@ async def test_sync_publishes_every_command_with_typed_options(tmp_path, monkeyp
     digest = {o["name"]: o for o in published["digest"]["options"]}
     assert [c["value"] for c in digest["action"]["choices"]] == ["on", "off", "now", "status"]
     assert all(len(c["description"]) <= 100 for c in put.json)
+
+
+
+def add_talker(app):
+    @app.commands.command("bigtalk", "talks a lot")
+    async def bigtalk(ctx):
+        await ctx.reply.send("\n".join(f"line {i} " + "x" * 60 for i in range(40)))  # 2.7k: two messages
+        await ctx.reply.send("y" * 7000)  # too long for messages: one file
+        huge = ctx.app.config.data_dir / "huge.bin"
+        huge.write_bytes(b"0" * 20000)
+        await ctx.reply.upload(huge, "the data")
+
+
+async def test_long_answers_are_split_or_sent_as_files_and_oversized_uploads_explained(tmp_path, monkeypatch, fake):
+    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake, extra=add_talker,
+                                                  max_upload_mb=0.01)
+    try:
+        await fake.interaction("bigtalk")
+        await fake.wait_for("POST", "/webhooks/", lambda c: "huge.bin" in c.content)
+        posts = [c for c in fake.calls_to("POST", "/webhooks/")]
+        texts = [c.content for c in posts if not c.files]
+        assert texts[0].startswith("line 0") and texts[1].rstrip().endswith("x" * 60) and len(texts) == 3
+        assert all(len(t) <= 2000 for t in texts)
+        (name, data), = [f for c in posts for f in c.files.values()]
+        assert name.endswith(".md") and data == b"y" * 7000
+        assert "huge.bin is 19.5 KiB, more than the 10.2 KiB" in texts[2] and "not attached" in texts[2]
+    finally:
+        await stop_bot(app, stop, task)

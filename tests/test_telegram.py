@@ -75,7 +75,7 @@ async def test_files_over_the_download_limit_are_refused_clearly(tg):
     server.push_message(57, "/testsim predict", document={
         "file_id": "big", "file_name": "huge.pdf", "file_size": 25 * 2**20})
     refusal = await server.wait_for("sendMessage", lambda c: "huge.pdf" in text_of(c))
-    assert "20.0 MB" in text_of(refusal) and "25.0 MB" in text_of(refusal)
+    assert "20.0 MiB" in text_of(refusal) and "25.0 MiB" in text_of(refusal)
     assert not server.calls_of("getFile") and await app.jobs.list() == []
 
 

@@ -26,7 +26,7 @@ from discord.utils import MISSING
 
 from bot.app import App
 from bot.commands.registry import Command
-from bot.neutral import Attachment, Incoming, Reply, Sent
+from bot.neutral import Attachment, Incoming, Reply, Sent, human_size
 from engine.config import Config, DiscordSection, secret
 
 log = logging.getLogger(__name__)
@@ -50,10 +50,6 @@ def point_at(cfg: DiscordSection) -> None:
         Route.BASE = cfg.api_base.rstrip("/")
     if cfg.gateway_url:
         DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(cfg.gateway_url)
-
-
-def mib(size: int) -> str:
-    return f"{size / 2**20:.1f} MiB"
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -138,8 +134,8 @@ class DiscordReply(Reply):
         path = Path(path)
         size, limit = path.stat().st_size, self.adapter.max_upload
         if size > limit:
-            return await self.send(f"{path.name} is {mib(size)}, more than the {mib(limit)} this server accepts "
-                                   f"from bots, so it is not attached. It is kept at {path}.")
+            return await self.send(f"{path.name} is {human_size(size)}, more than the {human_size(limit)} this "
+                                   f"server accepts from bots, so it is not attached. It is kept at {path}.")
         return DiscordSent(await self._post(caption[:MESSAGE_LIMIT], discord.File(path, filename=path.name)))
 
 
@@ -305,7 +301,8 @@ class DiscordAdapter:
     async def download(self, item: discord.Attachment, interaction: discord.Interaction,
                        reply: Reply) -> Attachment | None:
         if item.size > self.max_download:
-            await reply.error(f"{item.filename} is {mib(item.size)}; the limit is {mib(self.max_download)}.")
+            await reply.error(f"{item.filename} is {human_size(item.size)}; "
+                              f"the limit is {human_size(self.max_download)}.")
             return None
         folder = self.app.config.data_dir / "downloads" / "discord" / str(interaction.channel_id)
         folder.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from telegram.error import BadRequest
 from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
 
 from bot.app import App
-from bot.neutral import Attachment, Incoming, Reply, Sent
+from bot.neutral import Attachment, Incoming, Reply, Sent, human_size
 from engine.config import Config, secret
 
 log = logging.getLogger(__name__)
@@ -37,10 +37,6 @@ def to_html(text: str) -> str:
 
 def configured(config: Config) -> bool:
     return secret(config.telegram.token_env) is not None
-
-
-def mib(size: int) -> str:
-    return f"{size / 2**20:.1f} MB"
 
 
 class TelegramSent(Sent):
@@ -73,8 +69,8 @@ class TelegramReply(Reply):
         path = Path(path)
         size = path.stat().st_size
         if size > self.max_upload:
-            return await self.send(f"{path.name} is {mib(size)}, more than the {mib(self.max_upload)} a bot may "
-                                   f"upload here. It is kept at {path}.")
+            return await self.send(f"{path.name} is {human_size(size)}, more than the "
+                                   f"{human_size(self.max_upload)} a bot may upload here. It is kept at {path}.")
         short = caption if len(caption) <= CAPTION_LIMIT - 100 else caption[:CAPTION_LIMIT - 101] + "…"
         send = self.bot.send_photo if image else self.bot.send_document
         with path.open("rb") as fh:
@@ -164,8 +160,8 @@ class TelegramAdapter:
             return []
         name = Path(doc.file_name or f"{doc.file_unique_id}.bin").name
         if doc.file_size and doc.file_size > self.max_download:
-            await reply.error(f"{name} is {mib(doc.file_size)}; Telegram lets bots download files up to "
-                              f"{mib(self.max_download)}. Send a smaller file (or split it, or compress it).")
+            await reply.error(f"{name} is {human_size(doc.file_size)}; Telegram lets bots download files up to "
+                              f"{human_size(self.max_download)}. Send a smaller file (or split it, or compress it).")
             return None
         folder = self.app.config.data_dir / "downloads" / "telegram" / str(message.chat.id)
         folder.mkdir(parents=True, exist_ok=True)
