@@ -7,7 +7,7 @@ import pytest
 
 from bot.adapters import discord_adapter
 from tests.chat_helpers import add_test_simulation, make_app
-from tests.fakes.discord_server import ADMIN_ROLE, CHANNEL, GUILD, MANAGE_GUILD, EVERYONE_PERMS, FakeDiscord
+from tests.fakes.discord_server import ADMIN_ROLE, CHANNEL, EVERYONE_PERMS, GUILD, MANAGE_GUILD, OWNER, FakeDiscord
 
 pytestmark = pytest.mark.timeout(60)
 EPHEMERAL = 64
@@ -168,5 +168,18 @@ async def test_long_answers_are_split_or_sent_as_files_and_oversized_uploads_exp
         (name, data), = [f for c in posts for f in c.files.values()]
         assert name.endswith(".md") and data == b"y" * 7000
         assert "huge.bin is 19.5 KiB, more than the 10.2 KiB" in texts[2] and "not attached" in texts[2]
+    finally:
+        await stop_bot(app, stop, task)
+
+
+async def test_the_owner_syncs_commands_with_a_message_and_others_cannot(tmp_path, monkeypatch, fake):
+    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake)
+    try:
+        await fake.message("!sync", author_id="6009")  # not the application's owner: ignored
+        await fake.message("!sync", author_id=OWNER)
+        done = await fake.wait_for("POST", f"/channels/{CHANNEL}/messages", lambda c: "Synced" in c.content)
+        assert "testsim" in done.content
+        assert len(fake.calls_to("PUT", f"/guilds/{GUILD}/commands")) == 1
+        assert not fake.calls_to("PUT", "/applications/1000/commands")  # nothing synced globally at start
     finally:
         await stop_bot(app, stop, task)

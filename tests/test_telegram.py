@@ -117,3 +117,15 @@ async def test_start_greets_and_lists_commands(tg):
              } if isinstance(server.calls_of("setMyCommands")[0].params["commands"], str) else {
         c["command"] for c in server.calls_of("setMyCommands")[0].params["commands"]}
     assert {"start", "help", "settings", "digest", "testsim"} <= names
+
+
+async def test_forum_topics_are_their_own_channels(tg):
+    app, server, runs, gate = tg
+    server.push_message(-200, "/digest on 07:00 UTC", user_id=9, thread_id=77)
+    answer = await server.wait_for("sendMessage", lambda c: "Digest on" in text_of(c))
+    assert int(answer.params["message_thread_id"]) == 77
+    sub, = await app.services["scheduler"].subscriptions("telegram:-200")
+    assert sub.channel == "-200:77"
+    assert await app.services["scheduler"].post_digest("telegram:-200", "-200:77")
+    digest = await server.wait_for("sendMessage", lambda c: "Daily digest" in text_of(c))
+    assert int(digest.params["message_thread_id"]) == 77
