@@ -148,3 +148,31 @@ async def test_digest_command_in_the_console_shape(tmp_path, posts):
     await app.handle(Incoming("test", "test:c", "9", "u", "u", "/digest off"), reply)
     assert lines[-1] == "Digest off." and not await app.services["scheduler"].subscriptions("test:c")
     await app.close()
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from engine.embedder import Embedder
+    return Embedder()
+
+
+async def test_the_digest_reports_memory_changes_from_the_real_memory_engine(tmp_path, posts, embedder):
+    from engine.memory.engine import MemoryEngine
+    from engine.memory.models import MemoryMessage
+
+    app = await started_app(tmp_path)
+    memory = MemoryEngine(app.db, embedder, app.config.memory)
+    await memory.start()
+    app.services["memory"] = memory
+    sched = app.services["scheduler"]
+    await sched.subscribe("test:a", "1", "08:00", "UTC")
+    await app.db.execute("UPDATE digest_subscriptions SET last_sent_at='2000-01-01T00:00:00+00:00'")
+    for i, text in enumerate(["The river flooded the lower town last night.",
+                              "Water levels in the river are still rising this morning."]):
+        await memory.ingest(MemoryMessage("test:a", "1", f"m{i}", "ann", text))
+    await memory.ingest(MemoryMessage("test:b", "3", "x1", "bob", "Our chess club meets on Thursdays."))
+    assert await sched.post_digest("test:a", "1")
+    digest = posts[("test:a", "1")][0]
+    assert "New worlds:" in digest and "messages)" in digest
+    assert "chess" not in digest.lower()
+    await app.close()
