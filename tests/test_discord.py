@@ -142,6 +142,13 @@ async def test_sync_publishes_every_command_with_typed_options(tmp_path, monkeyp
     digest = {o["name"]: o for o in published["digest"]["options"]}
     assert [c["value"] for c in digest["action"]["choices"]] == ["on", "off", "now", "status"]
     assert all(len(c["description"]) <= 100 for c in put.json)
+    for command in published.values():  # Discord wants required options first
+        flags = [bool(o.get("required")) for o in command.get("options", [])]
+        assert flags == sorted(flags, reverse=True), command["name"]
+    if "simulate" in published:  # the real command: several documents become files, files2, files3
+        opts = {o["name"]: o for o in published["simulate"]["options"]}
+        assert [opts[n]["type"] for n in ("files", "files2", "files3")] == [11, 11, 11]
+        assert opts["files"]["required"] and not opts["files2"].get("required")
 
 
 
@@ -181,5 +188,18 @@ async def test_the_owner_syncs_commands_with_a_message_and_others_cannot(tmp_pat
         assert "testsim" in done.content
         assert len(fake.calls_to("PUT", f"/guilds/{GUILD}/commands")) == 1
         assert not fake.calls_to("PUT", "/applications/1000/commands")  # nothing synced globally at start
+    finally:
+        await stop_bot(app, stop, task)
+
+
+async def test_a_retried_channel_post_is_not_posted_twice(tmp_path, monkeypatch, fake):
+    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake)
+    try:
+        fake.fail_after_create = 1  # the first answer is lost after Discord created the message
+        await app.reply_to(f"discord:{GUILD}", CHANNEL).send("the flood digest")
+        posts = fake.calls_to("POST", f"/channels/{CHANNEL}/messages")
+        assert len(posts) == 2 and posts[0].json["nonce"] == posts[1].json["nonce"]
+        assert posts[0].json["enforce_nonce"] is True
+        assert [m["content"] for m in fake.messages.values()].count("the flood digest") == 1
     finally:
         await stop_bot(app, stop, task)

@@ -129,3 +129,22 @@ async def test_forum_topics_are_their_own_channels(tg):
     assert await app.services["scheduler"].post_digest("telegram:-200", "-200:77")
     digest = await server.wait_for("sendMessage", lambda c: "Daily digest" in text_of(c))
     assert int(digest.params["message_thread_id"]) == 77
+
+
+async def test_plain_messages_are_ingested_unless_memory_is_off_for_the_chat(tg):
+    app, server, runs, gate = tg
+    seen = []
+
+    async def listener(msg):
+        seen.append((msg.scope, msg.text))
+    app.listeners.append(listener)
+    server.push_message(70, "/settings memory off")
+    await server.wait_for("sendMessage", lambda c: "memory set" in text_of(c))
+    server.push_message(70, "forget me")
+    server.push_message(71, "remember me")
+    for _ in range(100):
+        if seen:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    assert seen == [("telegram:71", "remember me")]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import secrets
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Literal
@@ -147,7 +148,9 @@ class ChannelReply(DiscordReply):
         self.channel = adapter.client.get_partial_messageable(channel_id)
 
     async def _post(self, content: str, file: discord.File | None = None) -> discord.Message:
-        return await self.channel.send(content=content or None, file=file or MISSING)
+        # discord.py retries 5xx answers; with an enforced nonce Discord returns the message it
+        # already created instead of posting it twice.
+        return await self.channel.send(content=content or None, file=file or MISSING, nonce=secrets.token_hex(12))
 
 
 class InteractionReply(DiscordReply):
