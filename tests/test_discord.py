@@ -20,7 +20,7 @@ async def fake():
     await server.stop()
 
 
-async def start_bot(tmp_path, monkeypatch, server, extra=None, **discord_cfg):
+async def start_bot(tmp_path, monkeypatch, server, extra=None, before_start=None, **discord_cfg):
     monkeypatch.setenv("DISCORD_TEST_TOKEN", "fake-token")
     app = await make_app(tmp_path, discord={"token_env": "DISCORD_TEST_TOKEN", "api_base": server.api_base,
                                             "gateway_url": server.gateway_url, **discord_cfg})
@@ -28,6 +28,8 @@ async def start_bot(tmp_path, monkeypatch, server, extra=None, **discord_cfg):
     runs = add_test_simulation(app, gate)
     if extra:
         extra(app)
+    if before_start:
+        await before_start(app)
     await app.start()
     stop = asyncio.Event()
     task = asyncio.create_task(discord_adapter.serve(app, stop))
@@ -201,5 +203,21 @@ async def test_a_retried_channel_post_is_not_posted_twice(tmp_path, monkeypatch,
         assert len(posts) == 2 and posts[0].json["nonce"] == posts[1].json["nonce"]
         assert posts[0].json["enforce_nonce"] is True
         assert [m["content"] for m in fake.messages.values()].count("the flood digest") == 1
+    finally:
+        await stop_bot(app, stop, task)
+
+
+
+async def test_jobs_interrupted_by_a_restart_are_announced_in_their_channel(tmp_path, monkeypatch, fake):
+    async def left_running(app):  # what a killed process leaves behind
+        await app.db.execute(
+            "INSERT INTO jobs(id, kind, scope, channel, title, params, state, message, created_at, updated_at)"
+            " VALUES ('dead0001', 'simulation', ?, ?, 'simulation of a.txt', '{}', 'running', '', '2026-01-01',"
+            " '2026-01-01')", (f"discord:{GUILD}", CHANNEL))
+
+    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake, before_start=left_running)
+    try:
+        note = await fake.wait_for("POST", f"/channels/{CHANNEL}/messages", lambda c: "dead0001" in c.content)
+        assert "interrupted" in note.content and "/resume dead0001" in note.content
     finally:
         await stop_bot(app, stop, task)

@@ -148,3 +148,11 @@ async def test_plain_messages_are_ingested_unless_memory_is_off_for_the_chat(tg)
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.3)
     assert seen == [("telegram:71", "remember me")]
+
+
+async def test_a_document_command_without_a_document_explains_how_to_attach(tg):
+    app, server, runs, gate = tg
+    server.push_message(72, "/testsim what next?")
+    hint = await server.wait_for("sendMessage", lambda c: "needs a document" in text_of(c))
+    assert "caption" in text_of(hint) and "reply to the file" in text_of(hint)
+    assert await app.jobs.list() == []

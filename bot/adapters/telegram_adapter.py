@@ -201,6 +201,11 @@ class TelegramAdapter:
                 found = await self._download(message, source, reply) if source else []
                 if found is None:
                     return
+                needed = [a for a in command.args if a.type == "attachment" and a.required]
+                if needed and not found:
+                    await reply.error(f"/{command.name} needs a document: send the file with `/{command.name} …` "
+                                      "as its caption, or reply to the file with the command.")
+                    return
                 incoming.attachments = found
         await self.app.handle(incoming, reply)
 
