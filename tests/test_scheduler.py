@@ -151,17 +151,17 @@ async def test_digest_command_in_the_console_shape(tmp_path, posts):
 
 
 @pytest.fixture(scope="session")
-def embedder():
+def memory_embedder():
     from engine.embedder import Embedder
     return Embedder()
 
 
-async def test_the_digest_reports_memory_changes_from_the_real_memory_engine(tmp_path, posts, embedder):
+async def test_the_digest_reports_memory_changes_from_the_real_memory_engine(tmp_path, posts, memory_embedder):
     from engine.memory.engine import MemoryEngine
     from engine.memory.models import MemoryMessage
 
     app = await started_app(tmp_path)
-    memory = MemoryEngine(app.db, embedder, app.config.memory)
+    memory = MemoryEngine(app.db, memory_embedder, app.config.memory)
     await memory.start()
     app.services["memory"] = memory
     sched = app.services["scheduler"]

@@ -156,3 +156,15 @@ async def test_a_document_command_without_a_document_explains_how_to_attach(tg):
     hint = await server.wait_for("sendMessage", lambda c: "needs a document" in text_of(c))
     assert "caption" in text_of(hint) and "reply to the file" in text_of(hint)
     assert await app.jobs.list() == []
+
+
+async def test_other_bots_commands_in_groups_are_ignored(tg):
+    app, server, runs, gate = tg
+    server.push_message(-300, "/weather Berlin")
+    server.push_message(-300, "/help@other_bot")
+    server.push_message(70, "/weather")  # in a private chat an unknown command gets an answer
+    await server.wait_for("sendMessage", lambda c: "unknown command /weather" in text_of(c))
+    server.push_message(-300, "/help@world_bot")
+    await server.wait_for("sendMessage", lambda c: int(c.params["chat_id"]) == -300)
+    group = [c for c in server.calls_of("sendMessage") if int(c.params["chat_id"]) == -300]
+    assert len(group) == 1 and "Commands" in text_of(group[0])

@@ -234,9 +234,16 @@ class DiscordAdapter:
         if message.author.bot or message.webhook_id is not None:
             return
         if message.content.strip().startswith("!sync") and await self.is_owner(message.author):
-            where = message.content.split()[1:2]
-            names = await self.sync(None if where == ["global"] else (message.guild.id if message.guild else None))
-            await message.channel.send(f"Synced {len(names)} commands: {', '.join(names)}")
+            # "!sync": this server (in a DM: [discord] sync_guild, else global); "!sync global"
+            if message.content.split()[1:2] == ["global"]:
+                guild_id = None
+            elif message.guild is not None:
+                guild_id = message.guild.id
+            else:
+                guild_id = int(self.cfg.sync_guild) if self.cfg.sync_guild else None
+            names = await self.sync(guild_id)
+            where = f"server {guild_id}" if guild_id else "all servers (global)"
+            await message.channel.send(f"Synced {len(names)} commands to {where}: {', '.join(names)}")
             return
         if not self.cfg.message_content or not message.content.strip():
             return  # without the Message Content intent only commands work

@@ -180,8 +180,12 @@ class TelegramAdapter:
         parsed = self.app.split_command(text)
         if parsed is not None:
             head = text.strip()[1:].split(maxsplit=1)[0]
-            if "@" in head and head.split("@", 1)[1].lower() != self.username.lower():
+            addressed = "@" in head
+            if addressed and head.split("@", 1)[1].lower() != self.username.lower():
                 return  # addressed to another bot in this group
+            if (not addressed and message.chat.type != ChatType.PRIVATE and parsed[0] != "start"
+                    and self.app.commands.get(parsed[0]) is None):
+                return  # another bot's command in a shared group: not ours to answer
             if parsed[0] == "start":
                 text = "/help"
                 await reply.send("Hello! I remember this chat's conversations in topic worlds and can "
