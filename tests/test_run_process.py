@@ -54,3 +54,29 @@ base_file_url = "{telegram_fake.base_file_url}"
     assert rc == 0, err
     assert "telegram adapter stopped" in err and "WRONG-TOKEN" not in err
     assert "Traceback" not in err
+
+
+async def test_discord_sync_cli_publishes_to_the_configured_guild(tmp_path):
+    fake = await FakeDiscord().start()
+    config = tmp_path / "config.toml"
+    config.write_text(f"""
+[bot]
+data_dir = "data"
+[discord]
+token_env = "T_DISCORD"
+sync_guild = "2000"
+api_base = "{fake.api_base}"
+gateway_url = "{fake.gateway_url}"
+""")
+    env = {**os.environ, "T_DISCORD": "discord-token", "PYTHONPATH": str(ROOT)}
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "bot", "--config", str(config), "discord", "sync", cwd=str(ROOT), env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(proc.communicate(), 60)
+    finally:
+        await fake.stop()
+    assert proc.returncode == 0, err.decode()
+    assert "synced" in out.decode() and "guild 2000" in out.decode() and "/help" in out.decode()
+    assert len(fake.calls_to("PUT", "/applications/1000/guilds/2000/commands")) == 1
+    assert not fake.identified.is_set()  # REST only: no gateway session for a sync
