@@ -168,3 +168,10 @@ async def test_other_bots_commands_in_groups_are_ignored(tg):
     await server.wait_for("sendMessage", lambda c: int(c.params["chat_id"]) == -300)
     group = [c for c in server.calls_of("sendMessage") if int(c.params["chat_id"]) == -300]
     assert len(group) == 1 and "Commands" in text_of(group[0])
+
+
+async def test_a_failed_download_is_reported(tg):
+    app, server, runs, gate = tg
+    server.push_message(73, "/testsim predict", document={"file_id": "gone", "file_name": "old.txt", "file_size": 9})
+    failure = await server.wait_for("sendMessage", lambda c: "could not download old.txt" in text_of(c))
+    assert "invalid file_id" in text_of(failure) and await app.jobs.list() == []

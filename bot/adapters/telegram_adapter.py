@@ -17,7 +17,7 @@ from pathlib import Path
 
 from telegram import BotCommand, Message, Update
 from telegram.constants import ChatMemberStatus, ChatType, ParseMode
-from telegram.error import BadRequest
+from telegram.error import BadRequest, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
 
 from bot.app import App
@@ -166,8 +166,12 @@ class TelegramAdapter:
         folder = self.app.config.data_dir / "downloads" / "telegram" / str(message.chat.id)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{source.message_id}_{name}"
-        file = await doc.get_file()
-        await file.download_to_drive(path)
+        try:
+            file = await doc.get_file()
+            await file.download_to_drive(path)
+        except TelegramError as err:
+            await reply.error(f"could not download {name}: {err.message}")
+            return None
         return [Attachment(name, path, path.stat().st_size)]
 
     async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
