@@ -18,6 +18,8 @@ from engine.logsetup import setup_logging
 COMMANDS = [
     "bot.cli.run",
     "bot.cli.db",
+    "bot.cli.simulate",
+    "bot.cli.discord",
 ]
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -121,3 +122,49 @@ class FakeOpenAI:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class SocialResponder:
+    """Answers camel-oasis agents like a cooperative model would.
+
+    A request that offers tools gets one valid tool call, cycling through create_post,
+    like_post / create_comment (on a post id seen in the prompt) and do_nothing; a request
+    without tools (an interview) gets a text answer naming the question. ``delay`` slows every
+    answer (to keep a run busy while a test stops or kills it).
+    """
+
+    def __init__(self, delay: float = 0.0):
+        self.delay = delay
+        self.tool_requests = 0
+        self.text_requests = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict) -> "dict | Raw":
+        answer = self._answer(body)
+        return Raw(200, answer, delay=self.delay) if self.delay else answer
+
+    def _answer(self, body: dict) -> dict:
+        messages = body.get("messages") or []
+        last = str(messages[-1].get("content", "")) if messages else ""
+        tools = {t["function"]["name"] for t in body.get("tools") or []}
+        if not tools:
+            with self._lock:
+                self.text_requests += 1
+            return completion(f"My view on '{last[:60]}': I stand by what I posted.")
+        with self._lock:
+            n = self.tool_requests
+            self.tool_requests += 1
+        post_ids = [int(x) for x in re.findall(r'"post_id":\s*(\d+)', last)]
+        choice = ("create_post", "react", "do_nothing")[n % 3]
+        if choice == "react" and post_ids:
+            pid = post_ids[n % len(post_ids)]
+            if "create_comment" in tools and n % 2:
+                return completion(tool_calls=[{"id": f"call_{n}", "name": "create_comment",
+                                               "arguments": {"post_id": pid, "content": f"Reply {n}"}}])
+            if "like_post" in tools:
+                return completion(tool_calls=[{"id": f"call_{n}", "name": "like_post",
+                                               "arguments": {"post_id": pid}}])
+        if choice != "do_nothing" and "create_post" in tools:
+            return completion(tool_calls=[{"id": f"call_{n}", "name": "create_post",
+                                           "arguments": {"content": f"Post {n}: my take on the news"}}])
+        return completion(tool_calls=[{"id": f"call_{n}", "name": "do_nothing", "arguments": {}}])

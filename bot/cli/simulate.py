@@ -1,0 +1,109 @@
+"""`simulate FILE... --requirement TEXT [--agents N] [--rounds N] [--out DIR]`: run the
+simulation pipeline from the terminal, one progress bar per step. `--resume SIM_ID` continues
+a simulation at its first unfinished step. It is the same job that chat /simulate starts."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from bot.app import App
+from engine.documents import DocumentError, check_document
+from engine.jobs import JobError
+from engine.sim import pipeline
+
+FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation"]
+SCOPE = "console:local"
+
+
+def register(sub) -> None:
+    p = sub.add_parser("simulate", help="run the simulation pipeline on documents")
+    p.add_argument("files", nargs="*", metavar="FILE", help="documents (.txt .md .pdf .docx .html)")
+    p.add_argument("--requirement", "-r", help="what the simulation should predict")
+    p.add_argument("--agents", type=int, help="number of agents (default: [simulation] default_agents)")
+    p.add_argument("--rounds", type=int, help="number of rounds (default: [simulation] default_rounds)")
+    p.add_argument("--out", metavar="DIR", help="simulation folder (default: <data_dir>/sims/<id>)")
+    p.add_argument("--resume", metavar="SIM_ID", help="continue this simulation at its first unfinished step")
+    p.set_defaults(func=simulate)
+
+
+class _Bars:
+    """One tqdm bar per pipeline step, fed by the job's progress events."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.bar: tqdm | None = None
+        self.step: str | None = None
+
+    def __call__(self, event) -> None:
+        data = event.data
+        if event.kind != "progress" or "step" not in data:
+            return
+        if data["step"] != self.step:
+            self.close()
+            self.step = data["step"]
+            self.bar = tqdm(total=100, desc=f"{data['step_index'] + 1}/{data['steps']} {self.step}",
+                            file=self.stream, leave=True, bar_format="{desc:<16} {bar} {percentage:3.0f}% {postfix}")
+        fraction = data.get("step_fraction")
+        if fraction is not None and self.bar is not None:
+            self.bar.n = int(round(fraction * 100))
+        if self.bar is not None:
+            self.bar.set_postfix_str(event.job.message.split(": ", 1)[-1][:60], refresh=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+async def simulate(args, config) -> int:
+    if not config.llm.configured:
+        print("error: no LLM is configured: set [llm] base_url in config.toml", file=sys.stderr)
+        return 2
+    if not args.resume and (not args.files or not args.requirement):
+        print("error: give one or more FILEs and --requirement (or --resume SIM_ID)", file=sys.stderr)
+        return 2
+    app = await App.create(config, FEATURES)
+    bars = _Bars(sys.stderr)
+    try:
+        await app.start()
+        if args.resume:
+            if await pipeline.load_simulation(app.db, args.resume) is None:
+                print(f"error: no simulation {args.resume}", file=sys.stderr)
+                return 2
+            sim_id = args.resume
+        else:
+            files = [Path(f).expanduser() for f in args.files]
+            try:
+                for f in files:
+                    check_document(f, config.documents)
+                sim_id, _ = await pipeline.create_simulation(
+                    app.db, config, files, args.requirement, SCOPE, agents=args.agents, rounds=args.rounds,
+                    folder=Path(args.out).expanduser() if args.out else None)
+            except (DocumentError, JobError) as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 2
+        app.jobs.subscribe(bars)
+        job = await app.jobs.submit("simulation", {"sim_id": sim_id}, SCOPE, title=f"simulation {sim_id}")
+        job = await app.jobs.wait(job.id)
+        bars.close()
+        if job.state != "done":
+            print(f"simulation {sim_id} {job.state}: {job.error or job.message}", file=sys.stderr)
+            print(f"continue it with: python -m bot simulate --resume {sim_id}", file=sys.stderr)
+            return 1
+        result = job.result or {}
+        print(f"simulation {sim_id}: {result.get('llm_calls', 0)} LLM calls, {result.get('tokens', 0):,} tokens, "
+              f"~${result.get('cost_usd', 0):.4f}")
+        for name, summary in result.get("steps", {}).items():
+            shown = ", ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, (list, dict)))
+            print(f"  {name}: {shown}")
+        print(f"folder: {result.get('folder')}")
+        names = [n for n, _ in pipeline.STEPS]
+        if "run" not in names:
+            print(f"stopped after step {len(names)} ({names[-1]}): the run and report steps are not part of "
+                  "this build yet; the prepared environment is in the folder above.")
+        return 0
+    finally:
+        bars.close()
+        await app.close()

@@ -1,0 +1,123 @@
+"""/simulate, /sims, /sim status: simulations of how the events in a document unfold.
+
+``/simulate`` checks the attached documents, registers the simulation and starts a job of
+kind "simulation" (engine.sim.pipeline); the job's progress message follows in the channel.
+A restart interrupts the job; /resume continues at the first unfinished step.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.commands.registry import Arg, CommandContext, UsageError
+from engine.documents import check_document
+from engine.jobs import JobError
+from engine.offload import run_cpu
+from engine.sim import pipeline
+from engine.sim.graphstore import GraphStore
+from engine.sim.vectors import MiniLM
+
+
+_minilm = MiniLM()
+
+
+def _embedder(app):
+    """The bot's shared embedder when a feature provides one, else the packaged MiniLM (lazy)."""
+    return app.services.get("embedder") or _minilm
+
+
+def setup(app) -> None:
+    reg = app.commands
+
+    async def expose_graph() -> None:
+        # after every feature's setup, so a shared embedder registered later is used
+        app.services["sim_graph"] = GraphStore(app.db, _embedder(app))
+
+    app.on_start.append(expose_graph)
+
+    async def run_simulation(job):
+        llm = app.services.get("llm")
+        if llm is None:
+            raise JobError("no LLM is configured: set [llm] base_url in config.toml")
+        handler = pipeline.job_handler(app.db, app.config, llm, _embedder(app))
+        return await handler(job)
+
+    app.jobs.register("simulation", run_simulation)
+
+    @reg.command("simulate", "Simulate how the events in documents unfold on social media", [
+        Arg("files", "documents (.txt .md .pdf .docx .html)", type="attachment", multiple=True),
+        Arg("requirement", "what the simulation should predict", type="text"),
+        Arg("agents", "number of agents", type="int", required=False, option=True),
+        Arg("rounds", "number of rounds (simulated hours by default)", type="int", required=False, option=True),
+    ], permission="admin", group="simulation")
+    async def simulate(ctx: CommandContext) -> None:
+        if "llm" not in app.services:
+            raise UsageError("simulations need an LLM: set [llm] base_url in config.toml")
+        attachments = ctx.args["files"]
+        paths = []
+        for att in attachments:
+            if att.path is None:
+                raise UsageError(f"{att.filename}: the file could not be downloaded")
+            paths.append(Path(att.path))
+        if len(paths) > app.config.documents.max_files:
+            raise UsageError(f"too many documents ({len(paths)}; the limit is {app.config.documents.max_files})")
+        for path in paths:
+            await run_cpu(check_document, path, app.config.documents)
+        sim_id, spec = await pipeline.create_simulation(
+            app.db, app.config, paths, ctx.args["requirement"], ctx.scope, ctx.message.channel,
+            agents=ctx.args.get("agents"), rounds=ctx.args.get("rounds"))
+        job = await app.jobs.submit("simulation", {"sim_id": sim_id}, ctx.scope, channel=ctx.message.channel,
+                                    title=f"simulation {sim_id}")
+        await app.db.execute("UPDATE simulations SET job_id=? WHERE id=?", (job.id, sim_id))
+        await ctx.reply.send(f"Simulation `{sim_id}` started (job `{job.id}`) with {len(spec.documents)} "
+                             f"document(s). /sim status {sim_id} shows its steps.")
+
+    @reg.command("sims", "Simulations of this server or chat", group="simulation")
+    async def sims(ctx: CommandContext) -> None:
+        rows = await app.db.fetchall(
+            "SELECT s.id, s.requirement, s.created_at, j.state, j.progress,"
+            " (SELECT count(*) FROM sim_steps t WHERE t.sim_id = s.id) AS steps"
+            " FROM simulations s LEFT JOIN jobs j ON j.id = s.job_id WHERE s.scope=?"
+            " ORDER BY s.created_at DESC, s.rowid DESC LIMIT 15", (ctx.scope,))
+        if not rows:
+            await ctx.reply.send("No simulations yet. /simulate <file> <what to predict> starts one.")
+            return
+        total = len(pipeline.STEPS)
+        lines = [f"`{r['id']}` {r['state'] or 'queued'} · {r['steps']}/{total} steps · "
+                 f"{_clip(r['requirement'], 60)}" for r in rows]
+        await ctx.reply.send("\n".join(lines))
+
+    @reg.command("sim", "Details of one simulation", [
+        Arg("action", "what to show", type="choice", choices=("status",)),
+        Arg("id", "simulation id")], group="simulation")
+    async def sim(ctx: CommandContext) -> None:
+        sim_id = ctx.args["id"]
+        row = await app.db.fetchone("SELECT * FROM simulations WHERE id=? AND scope=?", (sim_id, ctx.scope))
+        if row is None:
+            raise UsageError(f"no simulation {sim_id} here. /sims lists them.")
+        await ctx.reply.send(await status_text(app, row))
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+async def status_text(app, row) -> str:
+    done = await pipeline.completed_steps(app.db, row["id"])
+    job = await app.jobs.get(row["job_id"]) if row["job_id"] else None
+    lines = [f"Simulation `{row['id']}`: {_clip(row['requirement'], 200)}"]
+    if job is not None:
+        pct = f" {job.progress * 100:.0f}%" if job.progress is not None and not job.finished else ""
+        lines.append(f"job `{job.id}`: {job.state}{pct}" + (f" — {job.error}" if job.error else
+                                                            (f" · {job.message}" if job.message else "")))
+    for number, (name, _) in enumerate(pipeline.STEPS, 1):
+        info = done.get(name)
+        if info is None:
+            lines.append(f"{number}. {name}: pending")
+            continue
+        facts = ", ".join(f"{k} {v}" for k, v in info["summary"].items()
+                          if isinstance(v, (int, float, str)) and not isinstance(v, bool))
+        lines.append(f"{number}. {name}: done · {info['llm_calls']} LLM calls, {info['tokens']:,} tokens"
+                     + (f" · {facts}" if facts else ""))
+    if job is not None and job.state in ("interrupted", "failed", "cancelled"):
+        lines.append(f"/resume {job.id} continues from the first unfinished step.")
+    return "\n".join(lines)

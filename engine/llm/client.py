@@ -1,0 +1,245 @@
+"""LLMClient: every LLM request of the bot goes through here.
+
+- ``structured(Model, messages)`` returns a validated pydantic instance. It asks with strict
+  ``json_schema`` first; an endpoint that rejects that (400/422) is asked with ``json_object``
+  and the schema in the prompt, then with plain prompting, and the mode that worked is
+  remembered per endpoint and model. Broken or truncated JSON is repaired (json-repair); an
+  answer that still does not validate is asked again with the validation errors.
+- ``chat(messages)`` returns the text; ``complete(messages, tools=...)`` the raw assistant
+  message (tool calls included) for agents that call tools natively.
+- 429, 5xx, timeouts and connection errors are retried with backoff (tenacity) honouring
+  Retry-After; the openai client's own retries are off so there is one policy.
+- Tokens and estimated cost are counted per job and per scope; budget caps raise
+  BudgetExceeded, a JobError, so the job stops with a message.
+"""
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import logging
+import time
+from typing import Any, Sequence, TypeVar
+
+import openai
+from openai import AsyncOpenAI
+from openai.types.chat import ChatCompletion, ChatCompletionMessage
+from pydantic import BaseModel, ValidationError
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from engine.config import LLMSection, secret
+from engine.db import Database
+from engine.llm.errors import InvalidAnswer, LLMError, LLMNotConfigured
+from engine.llm.schema import extract_json, schema_instruction, schema_name, strict_schema
+from engine.llm.usage import Usage, UsageLedger
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T", bound=BaseModel)
+Messages = Sequence[dict[str, Any]]
+
+# Structured-output modes from strongest to weakest; "auto" walks down this list.
+MODES = ("json_schema", "json_object", "prompt")
+
+
+def _transient(err: BaseException) -> bool:
+    return isinstance(err, (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
+                            openai.APIConnectionError)) or (
+        isinstance(err, openai.APIStatusError) and err.status_code >= 500)
+
+
+def retry_after(err: BaseException) -> float | None:
+    """Seconds the server asked us to wait (Retry-After / retry-after-ms), if it said."""
+    response = getattr(err, "response", None)
+    if response is None:
+        return None
+    headers = response.headers
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return float(ms) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+
+
+class _Backoff:
+    """Exponential backoff with jitter, replaced by the server's Retry-After when it gives one."""
+
+    def __init__(self, max_wait: float):
+        self.max_wait = max_wait
+        self.fallback = wait_exponential_jitter(multiplier=0.5, jitter=0.5, max=max(max_wait, 0.5))
+
+    def __call__(self, state) -> float:
+        asked = retry_after(state.outcome.exception()) if state.outcome else None
+        wait = asked if asked is not None else self.fallback(state)
+        return min(wait, self.max_wait)
+
+
+def _rejects_format(err: openai.APIStatusError) -> bool:
+    """Does this 400/422 say the endpoint cannot do the requested response_format?"""
+    if err.status_code not in (400, 422):
+        return False
+    text = str(err).lower()
+    return not any(w in text for w in ("context length", "context_length", "maximum context", "too many tokens"))
+
+
+class LLMClient:
+    def __init__(self, config: LLMSection, db: Database | None = None, *, api_key: str | None = None):
+        if not config.configured:
+            raise LLMNotConfigured("no LLM is configured: set [llm] base_url in config.toml")
+        self.config = config
+        self.base_url = config.base_url.rstrip("/")
+        key = api_key or secret(config.api_key_env) or "not-needed"  # local servers take any key
+        self._client = AsyncOpenAI(base_url=self.base_url, api_key=key, timeout=config.timeout_s,
+                                   max_retries=0)
+        self._slots = asyncio.Semaphore(config.max_concurrency)
+        self.usage = UsageLedger(config, db)
+        self._modes: dict[str, str] = {}  # model -> structured mode known to work on this endpoint
+        self.requests = 0  # requests sent (including retries), for benchmarks and tests
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    def model_name(self, fast: bool = False) -> str:
+        return (self.config.fast_model or self.config.model) if fast else self.config.model
+
+    def mode_for(self, model: str) -> str:
+        if self.config.json_mode != "auto":
+            return self.config.json_mode
+        return self._modes.get(model, MODES[0])
+
+    async def job_usage(self, job: str) -> Usage:
+        return await self.usage.for_job(job)
+
+    # -- public API ----------------------------------------------------------------------
+
+    async def chat(self, messages: Messages, *, fast: bool = False, job: str | None = None,
+                   scope: str | None = None, tools: list[dict] | None = None, **kwargs: Any) -> str:
+        message = await self.complete(messages, fast=fast, job=job, scope=scope, tools=tools, **kwargs)
+        return message.content or ""
+
+    async def complete(self, messages: Messages, *, tools: list[dict] | None = None, fast: bool = False,
+                       job: str | None = None, scope: str | None = None, **kwargs: Any) -> ChatCompletionMessage:
+        """One chat completion; returns the assistant message with any tool calls."""
+        if tools:
+            kwargs["tools"] = tools
+        response = await self._request(list(messages), self.model_name(fast), job, scope, **kwargs)
+        return response.choices[0].message
+
+    async def structured(self, model_cls: type[T], messages: Messages, *, fast: bool = False,
+                         job: str | None = None, scope: str | None = None, **kwargs: Any) -> T:
+        """Ask for an answer that validates as ``model_cls`` and return it."""
+        model = self.model_name(fast)
+        history = list(messages)
+        errors = ""
+        attempt = 0
+        while attempt <= self.config.validation_retries:
+            mode = self.mode_for(model)
+            try:
+                response = await self._request(self._with_format(history, model_cls, mode), model, job, scope,
+                                               **self._format_args(model_cls, mode), **kwargs)
+            except openai.APIStatusError as err:
+                if self.config.json_mode == "auto" and mode != MODES[-1] and _rejects_format(err):
+                    weaker = MODES[MODES.index(mode) + 1]
+                    log.warning("%s rejected response_format %s (%s); using %s from now on",
+                                self.base_url, mode, err.status_code, weaker)
+                    self._modes[model] = weaker
+                    continue
+                raise LLMError(f"the LLM endpoint refused the request ({err.status_code}): {_short(err)}") from None
+            attempt += 1
+            choice = response.choices[0]
+            content = choice.message.content or ""
+            try:
+                data = extract_json(content)
+                return model_cls.model_validate(data)
+            except (ValidationError, ValueError) as err:
+                errors = _describe(err)
+                note = (" Your previous answer was cut off: keep it shorter." if choice.finish_reason == "length"
+                        else "")
+                history = [*history, {"role": "assistant", "content": content[:4000]},
+                           {"role": "user", "content": f"That answer was not valid: {errors}.{note} "
+                                                       "Reply again with the complete, corrected JSON object only."}]
+                log.info("invalid structured answer for %s: %s", model_cls.__name__, errors)
+        raise InvalidAnswer(f"the LLM gave no valid {model_cls.__name__} after "
+                       f"{self.config.validation_retries + 1} tries (last problem: {errors})")
+
+    # -- internals -----------------------------------------------------------------------
+
+    @staticmethod
+    def _format_args(model_cls: type[BaseModel], mode: str) -> dict[str, Any]:
+        if mode == "json_schema":
+            return {"response_format": {"type": "json_schema", "json_schema": {
+                "name": schema_name(model_cls), "schema": strict_schema(model_cls), "strict": True}}}
+        if mode == "json_object":
+            return {"response_format": {"type": "json_object"}}
+        return {}
+
+    @staticmethod
+    def _with_format(history: list[dict], model_cls: type[BaseModel], mode: str) -> list[dict]:
+        if mode == "json_schema":
+            return history
+        # json_object needs the word JSON in the prompt; both weaker modes need the schema there.
+        return [*history, {"role": "system", "content": schema_instruction(model_cls)}]
+
+    async def _request(self, messages: list[dict], model: str, job: str | None, scope: str | None,
+                       **kwargs: Any) -> ChatCompletion:
+        await self.usage.check(job, scope)
+        kwargs.setdefault("temperature", self.config.temperature)
+        kwargs.setdefault("max_tokens", self.config.max_tokens)
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.config.max_retries + 1),
+            wait=_Backoff(self.config.retry_max_wait_s),
+            retry=retry_if_exception(_transient),
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    async with self._slots:
+                        self.requests += 1
+                        response = await self._client.chat.completions.create(
+                            model=model, messages=messages, **kwargs)
+        except openai.AuthenticationError:
+            raise LLMError(f"the LLM endpoint refused the API key (environment variable "
+                           f"{self.config.api_key_env})") from None
+        except Exception as err:
+            if _transient(err):
+                raise LLMError(f"the LLM endpoint kept failing after {self.config.max_retries + 1} "
+                               f"tries: {_short(err)}") from None
+            raise
+        if not response.choices:
+            raise LLMError("the LLM endpoint answered without any choices")
+        prompt, completion = _tokens(response, messages)
+        await self.usage.record(model, prompt, completion, job, scope)
+        return response
+
+
+def _tokens(response: ChatCompletion, messages: list[dict]) -> tuple[int, int]:
+    if response.usage is not None:
+        return response.usage.prompt_tokens or 0, response.usage.completion_tokens or 0
+    # Some local servers omit usage: estimate about 4 characters per token.
+    sent = sum(len(json.dumps(m.get("content", ""))) for m in messages)
+    got = len(response.choices[0].message.content or "")
+    return sent // 4, got // 4
+
+
+def _short(err: BaseException) -> str:
+    text = str(err)
+    return text if len(text) <= 300 else text[:300] + "…"
+
+
+def _describe(err: Exception) -> str:
+    if isinstance(err, ValidationError):
+        parts = []
+        for e in err.errors()[:8]:
+            where = ".".join(str(p) for p in e["loc"]) or "answer"
+            parts.append(f"{where}: {e['msg']}")
+        return "; ".join(parts)
+    return str(err)

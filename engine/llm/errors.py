@@ -1,0 +1,20 @@
+"""Errors of the LLM layer. Each is a JobError, so a job that meets one fails with its text."""
+from __future__ import annotations
+
+from engine.jobs import JobError
+
+
+class LLMError(JobError):
+    """The LLM could not give a usable answer (after retries and fallbacks)."""
+
+
+class LLMNotConfigured(LLMError):
+    """No endpoint is configured ([llm] base_url is empty)."""
+
+
+class BudgetExceeded(LLMError):
+    """A job or scope has spent its budget; no further requests are sent for it."""
+
+
+class InvalidAnswer(LLMError):
+    """The LLM answered, but never in the required shape; callers may fall back to defaults."""

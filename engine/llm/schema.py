@@ -1,0 +1,69 @@
+"""From a pydantic model to what each JSON mode sends, and from an answer back to the model.
+
+Strict ``json_schema`` needs every object closed (``additionalProperties: false``) with every
+property listed as required, and rejects ``default``; pydantic's schema is rewritten to fit.
+The other modes put the schema into the prompt instead. Answers are parsed leniently: code
+fences and prose around the JSON are dropped and malformed or truncated JSON is repaired.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any
+
+import json_repair
+from pydantic import BaseModel
+
+_DROP = {"default", "title", "examples"}
+
+
+def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = copy.deepcopy(model.model_json_schema())
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key in _DROP & set(node):
+                # "title" is only metadata when its value is a string (a property may be named title)
+                if key != "title" or isinstance(node[key], str):
+                    del node[key]
+            if node.get("type") == "object" and "properties" in node:
+                node["additionalProperties"] = False
+                node["required"] = list(node["properties"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    return schema
+
+
+def schema_name(model: type[BaseModel]) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", model.__name__)[:64] or "answer"
+
+
+def schema_instruction(model: type[BaseModel]) -> str:
+    return ("Answer with one JSON object only, no prose and no code fences, that conforms to this "
+            "JSON schema:\n" + json.dumps(strict_schema(model), separators=(",", ":")))
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)(?:```|$)", re.S)
+
+
+def extract_json(text: str) -> Any:
+    """Best-effort parse of an answer that should be JSON (repairs broken or truncated JSON)."""
+    text = (text or "").strip()
+    fenced = _FENCE.search(text)
+    if fenced:
+        text = fenced.group(1).strip()
+    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
+    if start > 0:
+        text = text[start:]
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return json_repair.loads(text)

@@ -1,0 +1,269 @@
+"""Step 2: the knowledge graph, extracted chunk by chunk against the ontology.
+
+Each chunk (500 characters, 50 overlap, cut at sentence ends) goes to the fast model with
+the ontology; answers are cached per chunk in ``<folder>/extraction/`` so an interrupted
+step resumes without asking again. Entity resolution then makes one node per actor: names
+are normalised (case, punctuation, titles, possessives), a lone surname joins the one full
+name that ends with it, and names of one type whose embeddings are closer than
+``simulation.entity_merge_similarity`` merge. The result is stored by ``GraphStore``.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, Field
+
+from engine.llm import InvalidAnswer
+from engine.sim.chunking import Chunk, chunk_documents
+from engine.sim.graphstore import NewEdge, NewEntity, normalise_name
+from engine.sim.ontology import Ontology, _relation_name
+
+if TYPE_CHECKING:
+    from engine.sim.pipeline import SimContext
+
+log = logging.getLogger(__name__)
+
+ORG_WORDS = {"inc", "ltd", "llc", "corp", "corporation", "company", "co", "group", "party", "union", "council",
+             "ministry", "department", "agency", "association", "committee", "university", "bank", "news",
+             "times", "post", "institute", "foundation", "federation", "government", "office", "board",
+             "commission", "club", "team", "church", "police", "army", "court", "parliament", "congress"}
+
+
+class ExtractedAttribute(BaseModel):
+    name: str
+    value: str
+
+
+class ExtractedEntity(BaseModel):
+    name: str
+    type: str
+    summary: str = ""
+    attributes: list[ExtractedAttribute] = Field(default_factory=list)
+
+
+class ExtractedRelation(BaseModel):
+    source: str
+    relation: str
+    target: str
+    fact: str
+    valid_at: str = ""
+    invalid_at: str = ""
+
+
+class Extraction(BaseModel):
+    entities: list[ExtractedEntity] = Field(default_factory=list)
+    relations: list[ExtractedRelation] = Field(default_factory=list)
+
+
+def extraction_prompt(ontology: Ontology) -> str:
+    types = "\n".join(f"- {t.name}: {t.description} (attributes: {', '.join(a.name for a in t.attributes)})"
+                      for t in ontology.entity_types)
+    relations = "\n".join(f"- {r.name}: {r.description} ({'/'.join(r.source_types)} -> {'/'.join(r.target_types)})"
+                          for r in ontology.relation_types)
+    return f"""Extract a knowledge graph from the text the user sends.
+Entity types (actors only; use Person or Organization when no specific type fits):
+{types}
+Relation types:
+{relations}
+Rules:
+- entities: every actor named in the text, with its full name as written, its type from the
+  list, a one-sentence summary of what the text says about it, and attribute values the text states.
+- relations: only between extracted entities, with a relation type from the list, and a fact:
+  one self-contained sentence stating the relation. valid_at / invalid_at: ISO date when the
+  text says when it began / ended, else "".
+- Extract nothing that is not in the text."""
+
+
+@dataclass
+class _Node:
+    name: str
+    norm: str
+    types: Counter = field(default_factory=Counter)
+    summaries: list[str] = field(default_factory=list)
+    attributes: dict[str, str] = field(default_factory=dict)
+    aliases: set[str] = field(default_factory=set)
+    mentions: int = 0
+
+    @property
+    def type(self) -> str:
+        return self.types.most_common(1)[0][0]
+
+
+def guess_type(name: str, raw_type: str, ontology: Ontology) -> str:
+    """The ontology type for an extracted entity: its own if known, else Person or Organization."""
+    found = ontology.match_type(raw_type)
+    if found:
+        return found
+    words = set(re.findall(r"[a-z]+", f"{name} {raw_type}".lower()))
+    return "Organization" if words & ORG_WORDS or name.isupper() else "Person"
+
+
+class _UnionFind:
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def union(self, a: int, b: int) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+async def resolve(extractions: list[tuple[int, Extraction]], ontology: Ontology, embedder,
+                  threshold: float) -> tuple[list[NewEntity], list[NewEdge], dict]:
+    """Merge the per-chunk extractions into one graph (one node per actor)."""
+    nodes: dict[str, _Node] = {}
+    for _, ex in extractions:
+        for e in ex.entities:
+            norm = normalise_name(e.name)
+            if not norm:
+                continue
+            node = nodes.setdefault(norm, _Node(e.name.strip(), norm))
+            node.mentions += 1
+            node.types[guess_type(e.name, e.type, ontology)] += 1
+            node.aliases.add(e.name.strip())
+            if len(e.name.strip()) > len(node.name):
+                node.name = e.name.strip()
+            if e.summary.strip() and e.summary.strip() not in node.summaries:
+                node.summaries.append(e.summary.strip())
+            for a in e.attributes:
+                if a.value.strip():
+                    node.attributes.setdefault(a.name.strip(), a.value.strip())
+    # Relation endpoints the extractor forgot to list as entities still deserve a node.
+    for _, ex in extractions:
+        for r in ex.relations:
+            for name in (r.source, r.target):
+                norm = normalise_name(name)
+                if norm and norm not in nodes:
+                    node = nodes[norm] = _Node(name.strip(), norm, mentions=1)
+                    node.types[guess_type(name, "", ontology)] += 1
+                    node.aliases.add(name.strip())
+
+    keys = list(nodes)
+    uf = _UnionFind(len(keys))
+    index = {k: i for i, k in enumerate(keys)}
+    # A lone word ("Okafor") joins the single multi-word name of the same type ending with it.
+    for i, k in enumerate(keys):
+        if " " in k:
+            continue
+        owners = [j for j, other in enumerate(keys) if j != i and other.endswith(" " + k)
+                  and nodes[other].type == nodes[k].type]
+        if len(owners) == 1:
+            uf.union(i, owners[0])
+    merged_by_embedding = 0
+    if len(keys) > 1:
+        vecs = await embedder.embed([nodes[k].name for k in keys])
+        sims = vecs @ vecs.T
+        for i in range(len(keys)):
+            for j in range(i + 1, len(keys)):
+                if sims[i, j] >= threshold and nodes[keys[i]].type == nodes[keys[j]].type \
+                        and uf.find(i) != uf.find(j):
+                    uf.union(i, j)
+                    merged_by_embedding += 1
+
+    groups: dict[int, list[str]] = {}
+    for k in keys:
+        groups.setdefault(uf.find(index[k]), []).append(k)
+    entities: list[NewEntity] = []
+    entity_of: dict[str, int] = {}
+    for members in groups.values():
+        parts = [nodes[m] for m in members]
+        main = max(parts, key=lambda n: (len(n.name.split()), n.mentions, len(n.name)))
+        types, summaries, attributes, aliases = Counter(), [], {}, set()
+        for p in parts:
+            types.update(p.types)
+            summaries += [s for s in p.summaries if s not in summaries]
+            for key, value in p.attributes.items():
+                attributes.setdefault(key, value)
+            aliases |= p.aliases
+        summary = " ".join(summaries)
+        if len(summary) > 600:
+            summary = summary[:600].rsplit(" ", 1)[0] + "…"
+        for m in members:
+            entity_of[m] = len(entities)
+        entities.append(NewEntity(main.name, types.most_common(1)[0][0], summary, attributes,
+                                  sorted(aliases - {main.name}), sum(p.mentions for p in parts)))
+
+    edges: list[NewEdge] = []
+    seen: set[tuple] = set()
+    dropped = 0
+    for chunk_index, ex in extractions:
+        for r in ex.relations:
+            src, tgt = entity_of.get(normalise_name(r.source)), entity_of.get(normalise_name(r.target))
+            fact = r.fact.strip()
+            if src is None or tgt is None or src == tgt or not fact:
+                dropped += 1
+                continue
+            known = ontology.relation(r.relation)
+            relation = known.name if known else (_relation_name(r.relation) or "RELATES_TO")
+            key = (src, relation, tgt, normalise_name(fact))
+            if key in seen:
+                continue
+            seen.add(key)
+            edges.append(NewEdge(src, tgt, relation, fact, _date(r.valid_at), _date(r.invalid_at), chunk_index))
+    stats = {"mentions": sum(n.mentions for n in nodes.values()), "names": len(nodes),
+             "merged_by_embedding": merged_by_embedding, "dropped_relations": dropped}
+    return entities, edges, stats
+
+
+def _date(value: str) -> str | None:
+    value = (value or "").strip()
+    return value if re.match(r"^\d{4}(-\d{2}(-\d{2})?)?", value) else None
+
+
+async def extract_chunks(ctx: "SimContext", chunks: list[Chunk], ontology: Ontology) -> list[tuple[int, Extraction]]:
+    """Ask the fast model for each chunk (bounded concurrency), reusing cached answers."""
+    cache = ctx.folder / "extraction"
+    cache.mkdir(parents=True, exist_ok=True)
+    system = extraction_prompt(ontology)
+    slots = asyncio.Semaphore(ctx.config.simulation.extract_concurrency)
+    done = 0
+    results: dict[int, Extraction] = {}
+
+    async def one(chunk: Chunk) -> None:
+        nonlocal done
+        path = cache / f"{chunk.index:05d}.json"
+        if path.exists():
+            results[chunk.index] = Extraction.model_validate_json(path.read_text(encoding="utf-8"))
+        else:
+            async with slots:
+                try:
+                    ex = await ctx.llm.structured(
+                        Extraction, [{"role": "system", "content": system},
+                                     {"role": "user", "content": f"Source: {chunk.document}\n\n{chunk.text}"}],
+                        fast=True, job=ctx.job_id, scope=ctx.scope)
+                except InvalidAnswer as err:
+                    log.warning("chunk %d of %s: no usable extraction (%s)", chunk.index, ctx.sim_id, err)
+                    ex = Extraction()
+            results[chunk.index] = ex
+            path.write_text(ex.model_dump_json(), encoding="utf-8")
+        done += 1
+        await ctx.progress(done / len(chunks) * 0.9, f"extracted {done}/{len(chunks)} chunks")
+
+    await asyncio.gather(*(one(c) for c in chunks))
+    return [(i, results[i]) for i in sorted(results)]
+
+
+async def step(ctx: "SimContext") -> dict:
+    ontology = Ontology.model_validate_json(ctx.path("ontology.json").read_text(encoding="utf-8"))
+    texts = json.loads(ctx.path("documents.json").read_text(encoding="utf-8"))
+    sim_cfg = ctx.config.simulation
+    chunks = chunk_documents([(d["name"], d["text"]) for d in texts], sim_cfg.chunk_chars, sim_cfg.chunk_overlap)
+    extractions = await extract_chunks(ctx, chunks, ontology)
+    await ctx.progress(0.92, "resolving entities")
+    entities, edges, stats = await resolve(extractions, ontology, ctx.embedder, sim_cfg.entity_merge_similarity)
+    await ctx.graph.replace(ctx.sim_id, entities, edges)
+    summary = await ctx.graph.summary(ctx.sim_id)
+    ctx.path("graph_summary.json").write_text(json.dumps({**summary, **stats, "chunks": len(chunks)}, indent=2),
+                                              encoding="utf-8")
+    return {"chunks": len(chunks), "entities": summary["entities"], "facts": summary["facts"], **stats}
+

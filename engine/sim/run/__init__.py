@@ -1,0 +1,6 @@
+"""Step 4: run a prepared simulation on camel-oasis's Twitter and Reddit, with control and interviews.
+
+- ``child``: the run's own process (both platforms in one asyncio loop), JSON lines on stdin/stdout;
+- ``executor``: how the engine starts, follows, asks and stops such a process (local: asyncio);
+- ``service``: runs as the engine sees them, persisted in the ``sim_runs`` table; interviews.
+"""

@@ -1,0 +1,65 @@
+"""The JSON-lines protocol between the bot and a run's child process, and the run's files.
+
+Parent -> child (stdin), one object per line, each with an ``id`` the reply echoes:
+  {"id": "r1", "type": "interview", "question": "...", "agent_ids": [0, 3] | null,
+   "platforms": ["twitter", "reddit"]}
+  {"id": "r2", "type": "stop"}    finish the current round, then end (no idle time)
+  {"id": "r3", "type": "close"}   end the idle time after the last round now
+  {"id": "r4", "type": "ping"}
+Child -> parent (stdout): events ``ready``, ``setup``, ``round_start``, ``round_end``,
+``simulation_end``, ``idle``, ``error``, ``done`` and replies
+  {"type": "reply", "id": "r1", "ok": true, "answers": [...]} / {"ok": false, "error": "..."}.
+End of input on stdin means the parent is gone: the child stops at the end of the round.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PLATFORMS = ("twitter", "reddit")
+SPEC_FILE = "run_spec.json"
+RUN_LOG = "run.log"           # the child's stderr: warnings, library noise
+ACTIONS_LOG = "actions.jsonl"
+CHECKPOINT = "checkpoint.json"
+CHECKPOINT_DB = "checkpoint.db"
+MEMORY_FILE = "memory.json"
+
+
+def encode(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+
+
+def platform_dir(folder: Path, platform: str) -> Path:
+    return folder / platform
+
+
+def platform_db(folder: Path, platform: str) -> Path:
+    return folder / platform / f"{platform}.db"
+
+
+@dataclass
+class RunSpec:
+    """What the child needs besides the simulation folder (written to ``run_spec.json``)."""
+    base_url: str
+    model: str
+    api_key_env: str = ""          # name of the environment variable holding the key
+    mode: str = "start"            # start (fresh), resume (from checkpoints), reopen (interviews only)
+    max_rounds: int = 0            # 0: the environment's own round count
+    idle_s: float = 600.0          # environment kept open for interviews after the last round
+    memory_rounds: int = 5         # LLM steps each agent remembers
+    max_steps_per_round: int = 3   # LLM steps an active agent takes in one round at most
+    follow_density: float = 0.2    # seeded follow graph, scaled by influence
+    llm_concurrency: int = 16
+    timeout_s: float = 120.0
+    context_tokens: int = 8192    # an agent's context budget (camel trims older memory beyond it)
+    log_level: str = "WARNING"
+    platforms: list[str] = field(default_factory=lambda: list(PLATFORMS))
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunSpec":
+        return cls(**json.loads(text))

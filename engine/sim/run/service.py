@@ -1,0 +1,394 @@
+"""Simulation runs as the engine sees them: start or resume, follow, stop, interview.
+
+State lives in the ``sim_runs`` table (status, rounds done per platform, pid) and in the
+checkpoints the child writes after every round, never in the executor. A run whose process is
+lost (bot restart, kill -9) is resumed from its last completed round with the agents' memories
+as they were then; when no usable checkpoint exists it starts over from round 1 and says why.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from engine.db import Database
+from engine.jobs import JobError, utcnow
+from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
+from engine.sim.run.executor import Executor, RunGone, RunHandle, RunTimeout, end_stray_child
+from engine.sim.run.protocol import PLATFORMS, SPEC_FILE, RunSpec, platform_db
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[..., Awaitable[None]]  # JobContext.progress(fraction, message, **data)
+LIVE = ("running", "idle")
+
+
+@dataclass
+class RunSettings:
+    """The ``[simulation]`` keys the run step uses (see config.toml)."""
+    max_rounds: int = 72
+    idle_s: float = 600.0
+    stop_timeout_s: float = 60.0
+    interview_timeout_s: float = 180.0
+    start_timeout_s: float = 120.0
+    memory_rounds: int = 5
+    max_steps_per_round: int = 3
+    follow_density: float = 0.2
+    llm_concurrency: int = 16
+    context_tokens: int = 8192
+    progress_interval_s: float = 2.0
+    log_level: str = "WARNING"
+
+
+@dataclass
+class LLMTarget:
+    base_url: str
+    model: str
+    api_key_env: str = ""
+    timeout_s: float = 120.0
+
+
+@dataclass
+class Answer:
+    sim_id: str
+    platform: str
+    agent_id: int
+    name: str
+    question: str
+    answer: str | None
+    error: str | None
+    round: int
+
+
+@dataclass
+class RunState:
+    sim_id: str
+    folder: str
+    status: str
+    rounds_total: int
+    rounds_done: dict[str, int]
+    actions: dict[str, int]
+    job_id: str | None
+    pid: int | None
+    restart_reason: str
+    error: str | None
+    live: bool = False
+
+    @classmethod
+    def from_row(cls, row, live: bool = False) -> "RunState":
+        return cls(sim_id=row["sim_id"], folder=row["folder"], status=row["status"],
+                   rounds_total=row["rounds_total"], rounds_done=json.loads(row["rounds_done"]),
+                   actions=json.loads(row["actions"]), job_id=row["job_id"], pid=row["pid"],
+                   restart_reason=row["restart_reason"], error=row["error"], live=live)
+
+    def describe(self) -> str:
+        rounds = ", ".join(f"{p} {k}/{self.rounds_total}" for p, k in self.rounds_done.items()) or "not started"
+        text = f"{self.status}: rounds {rounds}; {sum(self.actions.values())} actions"
+        if self.restart_reason:
+            text += f"; {self.restart_reason}"
+        if self.error:
+            text += f"; {self.error}"
+        return text
+
+
+@dataclass
+class _Follow:
+    """What the parent has seen of a run's events."""
+    rounds_total: int = 0
+    rounds_done: dict[str, int] = field(default_factory=dict)
+    actions: dict[str, int] = field(default_factory=dict)
+    ended: set[str] = field(default_factory=set)
+    posts: list[dict] = field(default_factory=list)
+    error: str = ""
+    restart_reason: str = ""
+    done_status: str = ""
+    stop_requested: bool = False
+
+
+class SimRuns:
+    def __init__(self, db: Database, executor: Executor, llm: LLMTarget, settings: RunSettings | None = None):
+        self.db = db
+        self.executor = executor
+        self.llm = llm
+        self.settings = settings or RunSettings()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._stopping: set[str] = set()
+        self._background: set[asyncio.Task] = set()
+
+    # -- state ----------------------------------------------------------------------------
+
+    async def get(self, sim_id: str) -> RunState | None:
+        row = await self.db.fetchone("SELECT * FROM sim_runs WHERE sim_id = ?", (sim_id,))
+        if row is None:
+            return None
+        return RunState.from_row(row, live=await self.executor.attach(sim_id) is not None)
+
+    async def _set(self, sim_id: str, **values: Any) -> None:
+        for key in ("rounds_done", "actions"):
+            if key in values:
+                values[key] = json.dumps(values[key])
+        values["updated_at"] = utcnow()
+        cols = ", ".join(f"{k} = ?" for k in values)
+        await self.db.execute(f"UPDATE sim_runs SET {cols} WHERE sim_id = ?", (*values.values(), sim_id))
+
+    async def recover(self) -> list[str]:
+        """At start-up: runs a dead process left 'running' or 'idle' are interrupted (their stray
+        children, if any, are ended so a resume never shares a folder with them)."""
+        rows = await self.db.fetchall("SELECT * FROM sim_runs WHERE status IN ('running', 'idle')")
+        found = []
+        for row in rows:
+            await end_stray_child(row["pid"], Path(row["folder"]))
+            status = "completed" if row["status"] == "idle" else "interrupted"
+            await self._set(row["sim_id"], status=status, pid=None)
+            found.append(row["sim_id"])
+        return found
+
+    # -- running ----------------------------------------------------------------------------
+
+    def _spec(self, mode: str) -> RunSpec:
+        s = self.settings
+        return RunSpec(base_url=self.llm.base_url, model=self.llm.model, api_key_env=self.llm.api_key_env,
+                       mode=mode, max_rounds=s.max_rounds, idle_s=s.idle_s, memory_rounds=s.memory_rounds,
+                       max_steps_per_round=s.max_steps_per_round, follow_density=s.follow_density,
+                       llm_concurrency=s.llm_concurrency, timeout_s=self.llm.timeout_s,
+                       context_tokens=s.context_tokens, log_level=s.log_level)
+
+    def _lock(self, sim_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(sim_id, asyncio.Lock())
+
+    async def run(self, sim_id: str, folder: Path, progress: Progress, job_id: str | None = None) -> dict:
+        """Run (or resume) the simulation in ``folder`` until its last round; the environment
+        then stays open for interviews for ``idle_s`` seconds. Raises JobError when the run is
+        stopped, fails or its process dies; cancelling the caller terminates the process."""
+        folder = Path(folder).resolve()
+        cfg = SimulationConfig.model_validate_json((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+        rounds_total = min(cfg.time.rounds, self.settings.max_rounds)
+        async with self._lock(sim_id):
+            if await self.executor.attach(sim_id) is not None:
+                raise JobError(f"simulation {sim_id} is already running")
+            row = await self.db.fetchone("SELECT * FROM sim_runs WHERE sim_id = ?", (sim_id,))
+            if row is not None:
+                await end_stray_child(row["pid"], folder)
+            mode = "resume" if row is not None else "start"
+            (folder / SPEC_FILE).write_text(self._spec(mode).to_json(), encoding="utf-8")
+            now = utcnow()
+            await self.db.execute(
+                "INSERT INTO sim_runs(sim_id, folder, job_id, status, rounds_total, started_at, updated_at)"
+                " VALUES (?,?,?,?,?,?,?) ON CONFLICT(sim_id) DO UPDATE SET folder=excluded.folder,"
+                " job_id=coalesce(excluded.job_id, job_id), status='running', rounds_total=excluded.rounds_total,"
+                " error=NULL, updated_at=excluded.updated_at",
+                (sim_id, str(folder), job_id, "running", rounds_total, now, now))
+            self._stopping.discard(sim_id)
+            handle = await self.executor.start(sim_id, folder)
+            await self._set(sim_id, pid=handle.pid)
+        state = _Follow(rounds_total=rounds_total)
+        ticker = asyncio.create_task(self._tick(state, progress))
+        try:
+            await self._follow_until_rounds_end(sim_id, handle, state)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._cancelled(sim_id, handle, state))
+            raise
+        finally:
+            ticker.cancel()
+        await progress(1.0, self._progress_text(state), **self._progress_data(state))
+        return {"rounds": rounds_total, "rounds_done": state.rounds_done, "actions": state.actions,
+                "restart_reason": state.restart_reason}
+
+    async def job(self, ctx) -> dict:
+        """Handler of the ``sim_run`` job: params ``sim_id`` and ``folder``."""
+        return await self.run(ctx.params["sim_id"], Path(ctx.params["folder"]), ctx.progress, job_id=ctx.id)
+
+    async def _follow_until_rounds_end(self, sim_id: str, handle: RunHandle, state: _Follow) -> None:
+        events = handle.events()
+        async for event in events:
+            kind = event["type"]
+            if kind == "ready":
+                state.rounds_total = event["rounds"]
+                state.rounds_done = dict(event["rounds_done"])
+                reasons = event.get("restart_reason") or {}
+                if event["mode"] == "resume":
+                    state.restart_reason = "; ".join(
+                        f"{p} started over from round 1: {reasons[p]}" if p in reasons
+                        else f"{p} resumed at round {k + 1}" for p, k in state.rounds_done.items())
+                await self._set(sim_id, rounds_done=state.rounds_done, restart_reason=state.restart_reason,
+                                rounds_total=state.rounds_total)
+            elif kind == "round_end":
+                state.rounds_done[event["platform"]] = event["round"] + 1
+                state.actions[event["platform"]] = event["actions_total"]
+                state.posts = ([{**p, "platform": event["platform"]} for p in event.get("posts", [])]
+                               + state.posts)[:5]
+                await self._set(sim_id, rounds_done=state.rounds_done, actions=state.actions)
+            elif kind == "simulation_end":
+                state.ended.add(event["platform"])
+            elif kind == "error":
+                state.error = event["message"]
+            elif kind == "idle":
+                await self._set(sim_id, status="idle")
+                self._watch_in_background(sim_id, handle, events)
+                return
+            elif kind == "done":
+                state.done_status = event["status"]
+            elif kind == "exit":
+                await self._ended(sim_id, state, event["returncode"])
+                return
+
+    async def _ended(self, sim_id: str, state: _Follow, returncode: int | None) -> None:
+        """The process ended before the idle time: a stop, a failure or a crash. Raises JobError."""
+        done = min(state.rounds_done.values(), default=0)
+        where = f"after round {done} of {state.rounds_total}"
+        if state.done_status == "completed":
+            await self._set(sim_id, status="completed", pid=None)
+            return
+        if state.done_status == "stopped" or (sim_id in self._stopping and returncode is not None):
+            await self._set(sim_id, status="stopped", pid=None)
+            raise JobError(f"simulation {sim_id} stopped {where} on request; resume continues from there")
+        if state.done_status == "failed" or state.error:
+            await self._set(sim_id, status="failed", pid=None, error=state.error)
+            raise JobError(f"simulation {sim_id} failed {where}: {state.error or 'see run.log'}")
+        how = f"killed by signal {-returncode}" if returncode and returncode < 0 else f"exit status {returncode}"
+        error = f"the run process ended unexpectedly ({how}) {where}"
+        await self._set(sim_id, status="failed", pid=None, error=error)
+        raise JobError(f"simulation {sim_id}: {error}; resume continues from the last completed round")
+
+    async def _cancelled(self, sim_id: str, handle: RunHandle, state: _Follow) -> None:
+        await handle.cancel()
+        await self._set(sim_id, status="cancelled", pid=None)
+
+    def _watch_in_background(self, sim_id: str, handle: RunHandle, events) -> None:
+        """After the last round the child idles for interviews; record when it finally exits."""
+        async def watch() -> None:
+            async for event in events:
+                if event["type"] == "exit":
+                    await self._set(sim_id, status="completed", pid=None)
+        task = asyncio.create_task(watch(), name=f"sim-{sim_id}-idle")
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # -- progress ---------------------------------------------------------------------------
+
+    def _progress_text(self, s: _Follow) -> str:
+        rounds = ", ".join(f"{p} round {k}/{s.rounds_total}" for p, k in sorted(s.rounds_done.items()))
+        text = f"{rounds or 'starting'} · {sum(s.actions.values())} actions"
+        if s.posts:
+            p = s.posts[0]
+            text += f"\nlatest on {p['platform']}: {p['name']}: {p['content'][:120]}"
+        return text
+
+    def _progress_data(self, s: _Follow) -> dict:
+        return {"rounds_total": s.rounds_total, "rounds_done": dict(s.rounds_done),
+                "actions": dict(s.actions), "posts": list(s.posts)}
+
+    async def _tick(self, state: _Follow, progress: Progress) -> None:
+        """Publish progress at a steady rate, whatever the pace of events."""
+        while True:
+            platforms = max(len(state.rounds_done), 1)
+            fraction = (sum(state.rounds_done.values()) / (state.rounds_total * platforms)
+                        if state.rounds_total else None)
+            try:
+                await progress(fraction, self._progress_text(state), **self._progress_data(state))
+            except Exception:
+                log.exception("progress report failed")
+            await asyncio.sleep(self.settings.progress_interval_s)
+
+    # -- control ----------------------------------------------------------------------------
+
+    async def stop(self, sim_id: str) -> bool:
+        """Stop at the end of the current round (terminating after ``stop_timeout_s``).
+        False when no process runs this simulation."""
+        handle = await self.executor.attach(sim_id)
+        if handle is None:
+            return False
+        self._stopping.add(sim_id)
+        await handle.stop(self.settings.stop_timeout_s)
+        return True
+
+    async def release(self, sim_id: str) -> bool:
+        """End the idle time of a finished run now (its environment closes; it can be reopened)."""
+        handle = await self.executor.attach(sim_id)
+        if handle is None:
+            return False
+        try:
+            await handle.request("close", timeout=10.0)
+        except (RunGone, RunTimeout, RuntimeError):
+            pass
+        await handle.wait()
+        return True
+
+    async def cancel(self, sim_id: str) -> bool:
+        handle = await self.executor.attach(sim_id)
+        if handle is None:
+            return False
+        await handle.cancel()
+        await self._set(sim_id, status="cancelled", pid=None)
+        return True
+
+    # -- interviews -------------------------------------------------------------------------
+
+    async def _reopen(self, sim_id: str) -> RunHandle:
+        """Bring a finished run's environment back from its databases, for interviews."""
+        state = await self.get(sim_id)
+        if state is None:
+            raise JobError(f"simulation {sim_id} has not run yet")
+        folder = Path(state.folder)
+        if not any(platform_db(folder, p).exists() for p in PLATFORMS):
+            raise JobError(f"simulation {sim_id} has no databases to reopen")
+        (folder / SPEC_FILE).write_text(self._spec("reopen").to_json(), encoding="utf-8")
+        handle = await self.executor.start(sim_id, folder)
+        async for event in handle.events():
+            if event["type"] == "ready":
+                return handle
+            if event["type"] == "error":
+                await handle.cancel()
+                raise JobError(f"could not reopen simulation {sim_id}: {event['message']}")
+            if event["type"] == "exit":
+                raise JobError(f"could not reopen simulation {sim_id} (see run.log)")
+        raise JobError(f"could not reopen simulation {sim_id}")
+
+    async def interview(self, sim_id: str, agent_ids: list[int] | None, question: str,
+                        platforms: list[str] | None = None, asked_by: str = "",
+                        timeout: float | None = None) -> list[Answer]:
+        """Ask agents (None: all) on ``platforms`` (None: both) a question, during the run or after
+        it (a finished run is reopened from its databases). Every answer is recorded."""
+        question = question.strip()
+        if not question:
+            raise JobError("the question is empty")
+        bad = [p for p in platforms or [] if p not in PLATFORMS]
+        if bad:
+            raise JobError(f"unknown platform {bad[0]!r}; use {' or '.join(PLATFORMS)}")
+        async with self._lock(sim_id):
+            handle = await self.executor.attach(sim_id)
+            if handle is None:
+                handle = await asyncio.wait_for(self._reopen(sim_id), self.settings.start_timeout_s)
+        try:
+            reply = await handle.request("interview", timeout or self.settings.interview_timeout_s,
+                                         question=question, agent_ids=agent_ids,
+                                         platforms=platforms or list(PLATFORMS))
+        except (RunGone, RunTimeout) as err:
+            raise JobError(str(err)) from None
+        except RuntimeError as err:
+            raise JobError(f"interview failed: {err}") from None
+        answers = [Answer(sim_id=sim_id, platform=a["platform"], agent_id=a["agent_id"], name=a["name"],
+                          question=question, answer=a.get("answer"), error=a.get("error"), round=a["round"])
+                   for a in reply["answers"]]
+        now = utcnow()
+        await self.db.executemany(
+            "INSERT INTO sim_interviews(sim_id, platform, agent_id, agent_name, question, answer, error,"
+            " round, asked_by, asked_at) VALUES (?,?,?,?,?,?,?,?,?,?)",
+            [(a.sim_id, a.platform, a.agent_id, a.name, a.question, a.answer, a.error, a.round, asked_by, now)
+             for a in answers])
+        return answers
+
+    async def interviews(self, sim_id: str, limit: int = 200) -> list[Answer]:
+        rows = await self.db.fetchall(
+            "SELECT * FROM sim_interviews WHERE sim_id = ? ORDER BY id LIMIT ?", (sim_id, limit))
+        return [Answer(sim_id=r["sim_id"], platform=r["platform"], agent_id=r["agent_id"], name=r["agent_name"],
+                       question=r["question"], answer=r["answer"], error=r["error"], round=r["round"])
+                for r in rows]
+
+    async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()

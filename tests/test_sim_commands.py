@@ -1,0 +1,87 @@
+"""The simulation's entry points: `python -m bot simulate` and the chat commands through the
+console adapter, against the fake endpoint."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bot.adapters.console import Console
+from bot.app import App
+from bot.cli import main
+from engine.config import load_config
+from tests.fakes.sim_responder import SimResponder
+from tests.llm_fixtures import embedder, fake_openai, openai_server  # noqa: F401
+
+SAMPLE = Path(__file__).parent / "data" / "harbour_strike.md"
+
+
+def write_config(tmp_path, server) -> Path:
+    path = tmp_path / "config.toml"
+    path.write_text(f"""
+[bot]
+data_dir = "data"
+[llm]
+base_url = "{server.base_url}"
+retry_max_wait_s = 0.05
+[simulation]
+default_agents = 5
+""")
+    return path
+
+
+def test_cli_runs_steps_1_to_3_and_says_where_it_stops(openai_server, embedder, tmp_path, capsys):
+    openai_server.responder = SimResponder()
+    cfg = write_config(tmp_path, openai_server)
+    out_dir = tmp_path / "mysim"
+    code = main(["--config", str(cfg), "simulate", str(SAMPLE), "--requirement", "What happens next?",
+                 "--agents", "3", "--rounds", "2", "--out", str(out_dir)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "1/3 ontology" in captured.err and "3/3 environment" in captured.err  # one bar per step
+    assert "stopped after step 3 (environment)" in captured.out
+    config = json.loads((out_dir / "simulation_config.json").read_text())
+    assert len(config["agents"]) == 3 and config["time"]["rounds"] == 2
+    assert (out_dir / "documents" / SAMPLE.name).read_bytes() == SAMPLE.read_bytes()
+
+
+def test_cli_refuses_bad_input(openai_server, tmp_path, capsys):
+    cfg = write_config(tmp_path, openai_server)
+    bad = tmp_path / "notes.xyz"
+    bad.write_text("hello")
+    assert main(["--config", str(cfg), "simulate", str(bad), "-r", "x"]) == 2
+    assert "notes.xyz: unsupported file type" in capsys.readouterr().err
+    assert main(["--config", str(cfg), "simulate", str(SAMPLE)]) == 2
+    assert "--requirement" in capsys.readouterr().err
+    assert not openai_server.requests
+
+
+async def test_chat_commands_through_the_console(openai_server, embedder, tmp_path, capsys):
+    openai_server.responder = SimResponder()
+    config = load_config(write_config(tmp_path, openai_server))
+    app = await App.create(config, ["bot.features.core", "bot.features.llm", "bot.features.simulation"])
+    console = Console(app, interactive=False)
+    await app.start()
+    try:
+        assert "sim_graph" in app.services and "llm" in app.services
+        await console.handle_line(f"/simulate {SAMPLE} How will the strike end? --agents 3 --rounds 2")
+        out = capsys.readouterr().out
+        assert "Simulation `" in out, out
+        sim_id = out.split("Simulation `", 1)[1].split("`", 1)[0]
+        job_id = out.split("(job `", 1)[1].split("`", 1)[0]
+        await console.handle_line("/sims")
+        listed = capsys.readouterr().out
+        assert f"`{sim_id}` " in listed and "/3 steps · How will the strike end?" in listed
+        assert (await app.jobs.wait(job_id)).state == "done"
+        await console.handle_line("/sims")
+        assert f"`{sim_id}` done · 3/3 steps" in capsys.readouterr().out
+        await console.handle_line(f"/sim status {sim_id}")
+        status = capsys.readouterr().out
+        assert "3. environment: done" in status and "LLM calls" in status and "agents 3" in status
+        empty = tmp_path / "empty.md"
+        empty.write_text("")
+        await console.handle_line(f"/simulate {empty} what?")
+        assert "⚠ empty.md: the file is empty" in capsys.readouterr().out
+        await console.handle_line("/sim status nope")
+        assert "no simulation nope" in capsys.readouterr().out
+    finally:
+        await app.close()
