@@ -79,6 +79,8 @@ async def test_extraction_batches_dedupes_and_supersedes(tmp_path, server):
     assert {r["object"]: json.loads(r["sources"]) for r in rows} == {"Paris": [ids[0]], "Acme Corp": [ids[1]]}
     assert await db.fetchval("SELECT count(*) FROM memory_messages WHERE extracted=0") == 0
     assert "[1] alice: Alice lives in Paris" in server.requests[0]["messages"][1]["content"]
+    # The world grew to three messages: the LLM named its topic.
+    assert [w.topic for w in await engine.worlds(chat.scope)] == ["Alice's life"]
 
     server.responder = responder()
     for text in ["Alice moved to Berlin last week", "Alice still works at Acme Corp", "ok then"]:
