@@ -13,7 +13,7 @@ import inspect
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 import numpy as np
