@@ -133,3 +133,18 @@ async def test_extraction_runs_after_the_quiet_period_and_survives_restart(tmp_p
     assert await db.fetchval("SELECT count(*) FROM beliefs WHERE object='Acme Corp'") == 1
     await close_engine(db, engine)
     await llm.close()
+
+
+async def test_answers_never_in_shape_are_skipped_not_retried_forever(tmp_path, server):
+    server.responder = lambda body: "I'd rather chat about the weather."
+    llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model", validation_retries=1))
+    db, engine = await open_engine(tmp_path / "m.db", llm=llm, extract_every_n=100, extract_every_s=600)
+    chat = Chat()
+    await engine.ingest(chat.msg("Alice lives in Paris"))
+    await engine.flush()
+    assert await db.fetchval("SELECT count(*) FROM memory_messages WHERE extracted=0") == 0
+    assert await db.fetchval("SELECT count(*) FROM beliefs") == 0
+    extraction_calls = [r for r in server.requests if r["messages"][0]["content"] == SYSTEM_PROMPT]
+    assert len(extraction_calls) == 2  # the first answer and one corrective retry, then given up
+    await close_engine(db, engine)
+    await llm.close()

@@ -21,6 +21,7 @@ import numpy as np
 from engine.config import MemorySection
 from engine.db import Database
 from engine.embedder import Embedder
+from engine.llm.errors import InvalidAnswer
 from engine.memory import beliefs as belief_store
 from engine.memory import lifecycle, recall as recall_mod, router, topics
 from engine.memory.beliefs import BELIEF_COLUMNS, NewBelief, belief_from_row
@@ -597,8 +598,14 @@ class MemoryEngine:
             found: list[NewBelief] = []
             for group in groups.values():
                 numbered = [(i + 1, r["author"], r["text"]) for i, r in enumerate(group)]
-                out = await self.llm.structured(Extraction, extraction_prompt(numbered, group[0]["topic"]),
-                                                fast=True, job="memory.extract", scope=scope)
+                try:
+                    out = await self.llm.structured(Extraction, extraction_prompt(numbered, group[0]["topic"]),
+                                                    fast=True, job="memory.extract", scope=scope)
+                except InvalidAnswer as err:
+                    # Never in shape, even after the client's retries: skip these messages rather than
+                    # retry them forever. Other LLM errors (endpoint down, budget) leave them pending.
+                    log.warning("no beliefs from %d messages of %s/%s: %s", len(group), scope, channel, err)
+                    continue
                 for b in out.beliefs:
                     sources = [group[n - 1] for n in b.sources if 1 <= n <= len(group)] or group
                     found.append(NewBelief(b.subject, b.predicate, b.object, b.confidence, b.exclusive,
