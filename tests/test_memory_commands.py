@@ -61,6 +61,10 @@ async def test_memory_commands(tmp_path):
         shown = await bob.say(f"/world {pandas_world.id}")
         assert pandas_world.id in shown and "No beliefs extracted yet" in shown
         assert "no world matches" in await bob.say("/world nosuchthing")
+        assert pandas_world.id in await bob.say(f"/world {pandas_world.id[:4]}")
+        word = next(w for w in ("pandas", "csv") if w in pandas_world.topic)
+        assert pandas_world.id in await bob.say(f"/world {word.upper()}")
+        assert "no world matches" in await bob.say("/world %")
 
         recalled = await bob.say("/recall reading csv files in pandas")
         assert pandas_world.id in recalled and "read_csv takes a sep argument" in recalled

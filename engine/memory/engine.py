@@ -365,13 +365,22 @@ class MemoryEngine:
         wanted = name_or_id.strip().lower()
         if not wanted:
             return None
-        infos = await self._infos(scope)
-        match = (next((w for w in infos if w.id == wanted), None)
-                 or next((w for w in infos if len(wanted) >= 3 and w.id.startswith(wanted)), None)
-                 or next((w for w in infos if w.topic.lower() == wanted), None)
-                 or max((w for w in infos if wanted in w.topic.lower()), key=lambda w: w.access_count, default=None))
-        if match is None:
+        like = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        found = None
+        for sql, param in (("id=?", wanted),
+                           ("id LIKE ? ESCAPE '\\'", like + "%" if len(wanted) >= 3 else None),
+                           ("lower(topic)=?", wanted),
+                           ("lower(topic) LIKE ? ESCAPE '\\'", f"%{like}%")):
+            if param is None:
+                continue
+            found = await self.db.fetchval(
+                f"SELECT id FROM worlds WHERE scope=? AND {sql} ORDER BY access_count DESC LIMIT 1", (scope, param))
+            if found:
+                break
+        infos = await self._infos(scope, [found]) if found else []
+        if not infos:
             return None
+        match = infos[0]
         rows = await self.db.fetchall(
             f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE world_id=? AND scope=? ORDER BY learned_at DESC, id DESC",
             (match.id, scope))
