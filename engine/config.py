@@ -103,6 +103,15 @@ class SimulationSection(Section):
         default_factory=lambda: [0.05, 0.05, 0.05, 0.05, 0.05, 0.1, 0.4, 0.7, 0.8, 0.6, 0.6, 0.7,
                                  0.8, 0.7, 0.6, 0.6, 0.7, 0.8, 1.5, 2.0, 2.0, 1.5, 0.8, 0.3],
         min_length=24, max_length=24)
+    # step 4, the run (see engine/sim/run)
+    run_idle_s: float = Field(600.0, ge=0.0)         # environment kept open for interviews after the last round
+    run_stop_timeout_s: float = Field(60.0, gt=0.0)  # graceful stop waits this long, then terminates
+    interview_timeout_s: float = Field(180.0, gt=0.0)
+    agent_memory_rounds: int = Field(5, ge=1, le=100)  # LLM steps each agent remembers
+    agent_context_tokens: int = Field(8192, ge=512)    # an agent's context budget (sent as max_tokens)
+    max_steps_per_round: int = Field(3, ge=1, le=20)   # LLM steps an active agent takes in one round
+    follow_density: float = Field(0.2, ge=0.0, le=1.0)  # seeded follow graph, scaled by influence
+    run_llm_concurrency: int = Field(16, ge=1, le=512)  # agent requests in flight per platform
 
 
 class ReportSection(Section):
