@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 INGEST_CHUNK = 256
 TOPIC_SAMPLE = 30          # newest messages per world that topic naming reads
 TOPIC_LLM_PER_PASS = 20    # LLM topic names per refresh pass; the rest keep keyword names
+TOPIC_CONTRAST = 300       # other worlds a keyword topic is contrasted with
 
 
 @dataclass
@@ -529,13 +530,18 @@ class MemoryEngine:
         targets = set(state.worlds) if every else self._topic_dirty.pop(scope, set()) & set(state.worlds)
         if not targets:
             return 0
-        rows = await self.db.fetchall(
-            "SELECT world_id, text FROM (SELECT world_id, text, row_number() OVER "
-            "(PARTITION BY world_id ORDER BY id DESC) AS rn FROM memory_messages WHERE scope=?) WHERE rn<=?",
-            (scope, TOPIC_SAMPLE))
+        # Contrast with the largest worlds of the scope (all of them in small scopes).
+        contrast = sorted(state.worlds, key=lambda w: -state.worlds[w].evidence)[:TOPIC_CONTRAST]
+        wanted = sorted(targets | set(contrast))
         docs: dict[str, list[str]] = {}
-        for r in rows:
-            docs.setdefault(r["world_id"], []).append(r["text"])
+        for i in range(0, len(wanted), 500):
+            part = wanted[i:i + 500]
+            rows = await self.db.fetchall(
+                "SELECT world_id, text FROM (SELECT world_id, text, row_number() OVER "
+                "(PARTITION BY world_id ORDER BY id DESC) AS rn FROM memory_messages "
+                f"WHERE world_id IN ({','.join('?' * len(part))})) WHERE rn<=?", (*part, TOPIC_SAMPLE))
+            for r in rows:
+                docs.setdefault(r["world_id"], []).append(r["text"])
         names = await run_cpu(topics.keyword_topics, docs, targets, self.cfg.topic_keywords)
         if self.llm is not None:
             for wid in sorted(targets, key=lambda w: -state.worlds[w].evidence)[:TOPIC_LLM_PER_PASS]:
