@@ -30,7 +30,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from engine.config import LLMSection, secret
 from engine.db import Database
 from engine.llm.errors import InvalidAnswer, LLMError, LLMNotConfigured, RequestRejected
-from engine.llm.schema import extract_json, schema_instruction, schema_name, strict_schema
+from engine.llm.schema import coerce, extract_json, schema_instruction, schema_name, strict_schema
 from engine.llm.usage import Usage, UsageLedger
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,7 @@ class LLMClient:
             choice = response.choices[0]
             content = choice.message.content or ""
             try:
-                data = extract_json(content)
+                data = coerce(model_cls, extract_json(content))
                 return model_cls.model_validate(data)
             except (ValidationError, ValueError) as err:
                 errors = _describe(err)
