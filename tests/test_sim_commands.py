@@ -52,6 +52,10 @@ def test_cli_refuses_bad_input(openai_server, tmp_path, capsys):
     assert "notes.xyz: unsupported file type" in capsys.readouterr().err
     assert main(["--config", str(cfg), "simulate", str(SAMPLE)]) == 2
     assert "--requirement" in capsys.readouterr().err
+    used = tmp_path / "used"
+    (used / "extraction").mkdir(parents=True)
+    assert main(["--config", str(cfg), "simulate", str(SAMPLE), "-r", "x", "--out", str(used)]) == 2
+    assert "is not empty" in capsys.readouterr().err
     assert not openai_server.requests
 
 

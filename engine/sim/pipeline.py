@@ -127,6 +127,9 @@ async def create_simulation(db: Database, config: Config, files: list[Path], req
         raise JobError("the number of rounds must be at least 1")
     sim_id = secrets.token_hex(4)
     folder = (folder or sims_dir(config) / sim_id).resolve()
+    if folder.exists() and any(folder.iterdir()):
+        # its caches (extractions, personas) would be taken for this simulation's
+        raise JobError(f"the folder {folder} is not empty; choose a new one")
     docs = folder / "documents"
     docs.mkdir(parents=True, exist_ok=True)
     names = []
