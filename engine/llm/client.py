@@ -102,7 +102,6 @@ class LLMClient:
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self.usage = UsageLedger(config, db)
         self._modes: dict[str, str] = {}  # model -> structured mode known to work on this endpoint
-        self.requests = 0  # requests sent (including retries), for benchmarks and tests
 
     async def close(self) -> None:
         await self._client.close()
@@ -207,7 +206,6 @@ class LLMClient:
             async for attempt in retrying:
                 with attempt:
                     async with self._slots:
-                        self.requests += 1
                         response = await self._client.chat.completions.create(
                             model=model, messages=messages, **kwargs)
         except openai.AuthenticationError:
