@@ -9,6 +9,7 @@ from bot.adapters.console import Console
 from bot.app import App
 from bot.cli import main
 from engine.config import load_config
+from tests.fakes.openai_server import Raw
 from tests.fakes.sim_responder import SimResponder
 from tests.llm_fixtures import embedder, fake_openai, openai_server  # noqa: F401
 
@@ -89,3 +90,27 @@ async def test_chat_commands_through_the_console(openai_server, embedder, tmp_pa
         assert "no simulation nope" in capsys.readouterr().out
     finally:
         await app.close()
+
+
+def test_cli_resume_continues_at_the_unfinished_step(openai_server, embedder, tmp_path, capsys):
+    responder = SimResponder()
+    broken = {"on": True}
+
+    def respond(body):
+        if broken["on"] and '"personas"' in json.dumps(body.get("response_format", {})):
+            return Raw(401, {"error": {"message": "bad key"}})
+        return responder(body)
+    openai_server.responder = respond
+    cfg = write_config(tmp_path, openai_server)
+    assert main(["--config", str(cfg), "simulate", str(SAMPLE), "-r", "What next?", "--agents", "3"]) == 1
+    err = capsys.readouterr().err
+    assert "refused the API key" in err and "--resume" in err
+    sim_id = err.split("--resume ", 1)[1].split()[0]
+    asked = dict(responder.counts)
+
+    broken["on"] = False
+    assert main(["--config", str(cfg), "simulate", "--resume", sim_id]) == 0
+    out = capsys.readouterr().out
+    assert f"simulation {sim_id}" in out and "agents=3" in out
+    assert responder.counts["ontology"] == asked["ontology"] and responder.counts["extraction"] == asked["extraction"]
+    assert main(["--config", str(cfg), "simulate", "--resume", "nope"]) == 2
