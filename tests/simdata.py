@@ -73,12 +73,16 @@ async def _play(sim_dir: Path, platform: str, script) -> None:
 
 def build_simulation(sim_dir: Path, scripts: dict | None = None) -> Path:
     """Write the sample run into ``sim_dir``; oasis writes its ./log files into sim_dir too."""
+    from concurrent.futures import ThreadPoolExecutor
+
     sim_dir.mkdir(parents=True, exist_ok=True)
     cwd = os.getcwd()
     os.chdir(sim_dir)   # importing oasis creates ./log
     try:
-        for platform, script in (scripts or {"twitter": TWITTER, "reddit": REDDIT}).items():
-            asyncio.run(_play(sim_dir, platform, script))
+        # in a thread of its own: asyncio.run must not replace the event loop of an async test
+        with ThreadPoolExecutor(1) as pool:
+            for platform, script in (scripts or {"twitter": TWITTER, "reddit": REDDIT}).items():
+                pool.submit(asyncio.run, _play(sim_dir, platform, script)).result()
     finally:
         os.chdir(cwd)
     return sim_dir
@@ -126,9 +130,10 @@ async def write_graph(db, sim_id: str, folder: Path) -> None:
     from engine.sim.graphstore import GraphStore, NewEdge, NewEntity
     from engine.embedder import Embedder
 
-    await db.execute("INSERT INTO simulations (id, scope, channel, requirement, folder, created_at)"
-                     " VALUES (?, 'console:local', 'console', ?, ?, '2026-01-01')",
-                     (sim_id, "How will commuters react to the transit fare hike?", str(folder)))
+    requirement = "How will commuters react to the transit fare hike?"
+    await db.execute("INSERT INTO simulations (id, scope, channel, requirement, spec, folder, created_at)"
+                     " VALUES (?, 'console:local', 'console', ?, ?, ?, '2026-01-01')",
+                     (sim_id, requirement, json.dumps({"documents": [], "requirement": requirement}), str(folder)))
     entities = [NewEntity("City Council", "Organization", "The elected council that sets transit fares."),
                 NewEntity("Commuters Union", "Organization", "Represents daily public-transport riders."),
                 NewEntity("Transit fare", "Policy", "The price of a single bus or tram ride."),

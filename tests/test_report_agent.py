@@ -130,7 +130,7 @@ async def test_report_with_native_tool_calls(sim, graph, openai_server):  # noqa
     assert result.unverified == ["[fact 999]"]
     assert "- [twitter post 1] @alice: The city council announced a 20% transit fare hike." in text
     assert "- [fact 999] (not returned by any tool)" in text
-    assert "**@bob**, asked \"Will you keep taking the bus?\"" in text
+    assert "**@bob** on twitter, asked \"Will you keep taking the bus?\"" in text
     assert result.summary.startswith("Commuters push back")
     assert (sim / "report" / "summary.txt").read_text() == result.summary
     assert result.tool_calls == 5

@@ -57,6 +57,7 @@ class Outline(BaseModel):
 @dataclass
 class ReportResult:
     path: Path
+    title: str
     summary: str
     charts: dict[str, Path]
     sections: list[tuple[str, str]]
@@ -86,9 +87,8 @@ class ReportAgent:
 
     def _context(self) -> str:
         s = self.tools.stats
-        rounds = max((max(r) for r in s.rounds.values() if r), default=0)
         return (f"Requirement: {self.requirement}\nThe run: {len(s.agents)} agents on {', '.join(s.platforms)}, "
-                f"{rounds} rounds, {s.total_actions} actions.")
+                f"{s.rounds_done} rounds, {s.total_actions} actions.")
 
     async def plan(self) -> Outline:
         path = self.dir / "outline.json"
@@ -168,7 +168,8 @@ class ReportAgent:
         path = self.dir / "report.md"
         path.write_text(markdown, encoding="utf-8")
         (self.dir / "summary.txt").write_text(summary, encoding="utf-8")
-        result = ReportResult(path, summary, charts, sections, len(self.tools.calls), cited, unverified)
+        result = ReportResult(path, outline.title, summary, charts, sections, len(self.tools.calls), cited,
+                              unverified)
         (self.dir / "report.json").write_text(json.dumps({
             "title": outline.title, "summary": summary, "charts": {k: str(v) for k, v in charts.items()},
             "tool_calls": result.tool_calls, "citations": cited, "unverified_citations": unverified},
@@ -200,7 +201,8 @@ class ReportAgent:
             lines.append("")
         if self.tools.quotes:
             lines += ["## Interviews", ""]
-            lines += [f"- **@{q['agent']}**, asked \"{q['question']}\": \"{q['answer']}\"" for q in self.tools.quotes]
+            lines += [f"- **@{q['agent']}** on {q['platform']}, asked \"{q['question']}\": \"{q['answer']}\""
+                      for q in self.tools.quotes]
             lines.append("")
         return "\n".join(lines)
 

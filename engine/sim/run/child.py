@@ -219,7 +219,7 @@ class PlatformRunner:
                          "llm_errors": round_errors, "posts": self._notable(new)}
             self.write(dict(end_event))
             self.log.flush()
-            self.child.emit({**end_event, "platform": self.name})
+            self.child.emit({**end_event, "platform": self.name, "usage": self.child.usage_now()})
             if round_steps and round_errors == round_steps:
                 raise Fatal(f"{self.name}: every LLM step of round {r} failed ({self.last_error})")
         self.write({"type": "simulation_end", "rounds_done": self.rounds_done,
@@ -313,6 +313,10 @@ class Child:
         self.ready = asyncio.Event()      # platforms open: interviews can be served
         self.last_activity = time.monotonic()
         self.tasks: set[asyncio.Task] = set()
+        self.usage: oasis_setup.UsageMeter | None = None
+
+    def usage_now(self) -> dict[str, int]:
+        return self.usage.snapshot() if self.usage else {}
 
     def emit(self, event: dict) -> None:
         try:
@@ -350,7 +354,7 @@ class Child:
                                                                       str(request["question"]))
                 if not answers:
                     raise ValueError("no such agent on the requested platforms")
-                self.emit({"type": "reply", "id": rid, "ok": True, "answers": answers})
+                self.emit({"type": "reply", "id": rid, "ok": True, "answers": answers, "usage": self.usage_now()})
             elif kind == "stop":
                 self.stopping.set()
                 self.closing.set()
@@ -390,6 +394,7 @@ class Child:
             api_key = os.environ.get(self.spec.api_key_env, "") if self.spec.api_key_env else ""
             model = oasis_setup.make_model(self.spec.base_url, self.spec.model, api_key or "not-needed",
                                            self.spec.timeout_s, self.spec.context_tokens)
+            self.usage = oasis_setup.UsageMeter(model)
             names = [p for p in self.spec.platforms if getattr(cfg, p).enabled]
             for name in names:
                 runner = PlatformRunner(self, name, cfg, model)
@@ -420,7 +425,7 @@ class Child:
                     await runner.close()
                 except Exception as err:
                     print(f"closing {runner.name}: {err}", file=sys.stderr)
-        self.emit({"type": "done", "status": status,
+        self.emit({"type": "done", "status": status, "usage": self.usage_now(),
                    "rounds_done": {n: r.rounds_done for n, r in self.runners.items()}})
         return code
 

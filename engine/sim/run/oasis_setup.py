@@ -79,6 +79,29 @@ def make_model(base_url: str, model: str, api_key: str, timeout_s: float, contex
         url=base_url, api_key=api_key, timeout=timeout_s, token_counter=make_token_counter())
 
 
+class UsageMeter:
+    """Counts the requests and tokens of a camel model backend (every agent shares it)."""
+
+    def __init__(self, model):
+        self.calls = self.prompt_tokens = self.completion_tokens = 0
+        arun = model.arun
+
+        async def counted(*args, **kwargs):
+            response = await arun(*args, **kwargs)
+            self.calls += 1
+            usage = getattr(response, "usage", None)
+            if usage is not None:
+                self.prompt_tokens += usage.prompt_tokens or 0
+                self.completion_tokens += usage.completion_tokens or 0
+            return response
+
+        model.arun = counted
+
+    def snapshot(self) -> dict[str, int]:
+        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens}
+
+
 def make_clock(cfg: SimulationConfig):
     """A clock on simulated time: round r is ``start + r x minutes_per_round``.
 
