@@ -113,7 +113,7 @@ async def test_chat_commands_through_the_console(openai_server, embedder, tmp_pa
 
 
 def test_cli_resume_continues_at_the_unfinished_step(openai_server, embedder, tmp_path, capsys):
-    responder = SimResponder()
+    responder = PipelineResponder()
     broken = {"on": True}
 
     def respond(body):
@@ -122,15 +122,17 @@ def test_cli_resume_continues_at_the_unfinished_step(openai_server, embedder, tm
         return responder(body)
     openai_server.responder = respond
     cfg = write_config(tmp_path, openai_server)
-    assert main(["--config", str(cfg), "simulate", str(SAMPLE), "-r", "What next?", "--agents", "3"]) == 1
+    assert main(["--config", str(cfg), "simulate", str(SAMPLE), "-r", "What next?", "--agents", "3",
+                 "--rounds", "2"]) == 1
     err = capsys.readouterr().err
     assert "refused the API key" in err and "--resume" in err
     sim_id = err.split("--resume ", 1)[1].split()[0]
-    asked = dict(responder.counts)
+    asked = dict(responder.sim.counts)
 
     broken["on"] = False
     assert main(["--config", str(cfg), "simulate", "--resume", sim_id]) == 0
-    out = capsys.readouterr().out
-    assert f"simulation {sim_id}" in out and "agents=3" in out
-    assert responder.counts["ontology"] == asked["ontology"] and responder.counts["extraction"] == asked["extraction"]
+    assert f"simulation {sim_id}" in capsys.readouterr().out
+    assert responder.sim.counts["ontology"] == asked["ontology"] == 1
+    assert responder.sim.counts["extraction"] == asked["extraction"]
+    assert responder.sim.counts["personas"] == 1  # the failed batch, asked again once
     assert main(["--config", str(cfg), "simulate", "--resume", "nope"]) == 2
