@@ -1,6 +1,6 @@
 """The run's child process: both platforms of one simulation in one asyncio loop.
 
-    python -m engine.sim.run.child <simulation folder>
+    python engine/sim/run/child.py <simulation folder>   (with the repository on PYTHONPATH)
 
 It reads ``run_spec.json`` and ``simulation_config.json`` from the folder, speaks JSON lines
 (see ``protocol``) on stdin/stdout, and writes per platform ``<platform>/actions.jsonl``,
@@ -22,6 +22,9 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any, BinaryIO
+
+if __name__ == "__main__":  # started as a script: its folder must not shadow other modules
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.run import oasis_setup
@@ -432,7 +435,7 @@ class Child:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m engine.sim.run.child <simulation folder>", file=sys.stderr)
+        print("usage: python engine/sim/run/child.py <simulation folder>", file=sys.stderr)
         return 2
     folder = Path(argv[0]).resolve()
     channel = os.fdopen(os.dup(1), "wb", buffering=0)  # the protocol's own stdout
