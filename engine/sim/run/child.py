@@ -166,8 +166,9 @@ class PlatformRunner:
 
     async def _seed_follows(self) -> None:
         edges = follow_edges(self.cfg, self.name, self.spec.follow_density)
-        for follower, followee in edges:
-            await self.graph.get_agent(follower).env.action.follow(followee)
+        # concurrently: each call waits on oasis's channel, which polls every 0.1 s
+        await asyncio.gather(*(self.graph.get_agent(follower).env.action.follow(followee)
+                               for follower, followee in edges))
         self.write({"type": "setup", "follows": len(edges)})
 
     def _max_rowid(self) -> int:
@@ -399,10 +400,9 @@ class Child:
                                            self.spec.timeout_s, self.spec.context_tokens)
             self.usage = oasis_setup.UsageMeter(model)
             names = [p for p in self.spec.platforms if getattr(cfg, p).enabled]
-            for name in names:
-                runner = PlatformRunner(self, name, cfg, model)
-                await runner.open(self.spec.mode)
-                self.runners[name] = runner
+            runners = [PlatformRunner(self, name, cfg, model) for name in names]
+            self.runners = {r.name: r for r in runners}
+            await asyncio.gather(*(r.open(self.spec.mode) for r in runners))
             self.ready.set()
             total = min(cfg.time.rounds, self.spec.max_rounds or cfg.time.rounds)
             self.emit({"type": "ready", "mode": self.spec.mode, "rounds": total,
