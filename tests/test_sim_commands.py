@@ -3,12 +3,15 @@ console adapter, against the fake endpoint."""
 from __future__ import annotations
 
 import json
+import re
+import sqlite3
 from pathlib import Path
 
 from bot.adapters.console import Console
 from bot.app import App
 from bot.cli import main
 from engine.config import load_config
+from tests.fakes.report_responder import PipelineResponder
 from tests.fakes.sim_responder import SimResponder
 from tests.llm_fixtures import embedder, fake_openai, openai_server  # noqa: F401
 
@@ -29,19 +32,36 @@ default_agents = 5
     return path
 
 
-def test_cli_runs_steps_1_to_3_and_says_where_it_stops(openai_server, embedder, tmp_path, capsys):
-    openai_server.responder = SimResponder()
+def test_cli_runs_all_five_steps_and_says_where_the_report_is(openai_server, embedder, tmp_path, capsys):
+    responder = PipelineResponder()
+    openai_server.responder = responder
     cfg = write_config(tmp_path, openai_server)
     out_dir = tmp_path / "mysim"
     code = main(["--config", str(cfg), "simulate", str(SAMPLE), "--requirement", "What happens next?",
-                 "--agents", "3", "--rounds", "2", "--out", str(out_dir)])
+                 "--agents", "6", "--rounds", "3", "--out", str(out_dir)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert "1/3 ontology" in captured.err and "3/3 environment" in captured.err  # one bar per step
-    assert "stopped after step 3 (environment)" in captured.out
+    assert "1/5 ontology" in captured.err and "4/5 run" in captured.err and "5/5 report" in captured.err
+    assert f"report: {out_dir / 'report' / 'report.md'}" in captured.out
+    assert f"charts: {out_dir / 'report' / 'charts'}" in captured.out
     config = json.loads((out_dir / "simulation_config.json").read_text())
-    assert len(config["agents"]) == 3 and config["time"]["rounds"] == 2
+    assert len(config["agents"]) == 6 and config["time"]["rounds"] == 3
     assert (out_dir / "documents" / SAMPLE.name).read_bytes() == SAMPLE.read_bytes()
+    # the run: actions in both databases and both logs
+    for platform in ("twitter", "reddit"):
+        with sqlite3.connect(out_dir / platform / f"{platform}.db") as conn:
+            assert conn.execute("SELECT count(*) FROM trace WHERE action NOT IN ('sign_up', 'refresh')").fetchone()[0]
+        lines = [json.loads(x) for x in (out_dir / platform / "actions.jsonl").read_text().splitlines()]
+        assert any(x["type"] == "action" for x in lines)
+    # the report: sections citing the run's posts and agents, interviews of the live agents, charts
+    report = (out_dir / "report" / "report.md").read_text()
+    assert "## 1. How the discussion unfolded" in report and "## 2. What agents expect next" in report
+    assert re.search(r"most engaged post was by @\w+ \[(twitter|reddit) post \d+\]", report)
+    assert re.search(r"\[agent @\w+\] said: \"My view on 'What do you expect to happen next\?'", report)
+    for chart in ("activity", "action_mix", "top_agents", "interactions"):
+        assert f"(charts/{chart}.png)" in report and (out_dir / "report" / "charts" / f"{chart}.png").exists()
+    assert responder.report.counts["persona"] == 0      # interviews went to the run's own agents
+    assert responder.report.counts["outline"] == 1 and responder.report.counts["summary"] == 1
 
 
 def test_cli_refuses_bad_input(openai_server, tmp_path, capsys):

@@ -19,6 +19,7 @@ COMMANDS = [
     "bot.cli.run",
     "bot.cli.db",
     "bot.cli.simulate",
+    "bot.cli.discord",
 ]
 
 

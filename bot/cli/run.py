@@ -12,7 +12,10 @@ log = logging.getLogger(__name__)
 
 # Chat adapters besides the console: modules with configured(config) -> bool and
 # async serve(app, stop: asyncio.Event). Each starts only when configured.
-ADAPTERS: list[str] = []
+ADAPTERS: list[str] = [
+    "bot.adapters.discord_adapter",
+    "bot.adapters.telegram_adapter",
+]
 
 
 def register(sub) -> None:
@@ -29,7 +32,8 @@ async def _serve_adapter(name: str, module, app: App, stop: asyncio.Event) -> No
     except asyncio.CancelledError:
         raise
     except Exception as err:  # one adapter failing (bad token, network) leaves the others running
-        log.error("%s adapter stopped: %s", name, err)
+        label = name.rsplit(".", 1)[-1].removesuffix("_adapter")
+        log.error("%s adapter stopped: %s: %s", label, type(err).__name__, err)
 
 
 async def run(args, config) -> int:
@@ -37,6 +41,7 @@ async def run(args, config) -> int:
 
     app = await App.create(config)
     stop = asyncio.Event()
+    status = 0
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
@@ -51,8 +56,9 @@ async def run(args, config) -> int:
         console = Console(app) if use_console else None
         await app.start()
         if console:
-            await app.announce_interrupted("console")
-        tasks = [asyncio.create_task(_serve_adapter(n, m, app, stop), name=n) for n, m in chat]
+            await app.platform_ready("console")
+        adapters_stop = asyncio.Event()
+        tasks = [asyncio.create_task(_serve_adapter(n, m, app, adapters_stop), name=n) for n, m in chat]
         if console:
             console_task = asyncio.create_task(console.run(wait=args.wait))
             stopper = asyncio.create_task(stop.wait())
@@ -67,10 +73,26 @@ async def run(args, config) -> int:
         if not tasks and not console:
             log.error("nothing to run: no chat adapter is configured and the console is off")
             return 1
-        await stop.wait()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            stopper = asyncio.create_task(stop.wait())
+            adapters = asyncio.gather(*tasks)  # _serve_adapter never raises: this ends when all stopped
+            await asyncio.wait([stopper, adapters], return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if not stop.is_set():
+                log.error("every chat adapter stopped; shutting down")
+                status = 1
+        else:
+            await stop.wait()
+        # Jobs first, while the adapters can still post their "interrupted" notes; then adapters.
+        await app.jobs.shutdown()
+        if app.background:
+            await asyncio.wait(list(app.background), timeout=5)
+        adapters_stop.set()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=15)
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
     finally:
         await app.close()
-    return 0
+    return status

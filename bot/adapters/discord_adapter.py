@@ -1,0 +1,361 @@
+"""Discord through discord.py 2.x: every registered command as a slash command.
+
+Commands are built from their neutral definitions (typed options, attachment options,
+choices), so a feature added later needs nothing here. Each interaction is deferred at once
+and answered with follow-ups; refusals and errors are ephemeral. Job progress goes through
+``app.outlets['discord']``: a normal channel message edited at a throttled rate, because
+interaction tokens die after 15 minutes. Commands reach Discord only when synced on demand
+(``python -m bot discord sync`` or the owner's ``!sync`` message), never on every start.
+discord.py handles Discord's rate-limit buckets itself.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import secrets
+import time
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Literal
+
+import discord
+import yarl
+from discord import app_commands
+from discord.gateway import DiscordWebSocket
+from discord.http import Route
+from discord.utils import MISSING
+
+from bot.app import App
+from bot.commands.registry import Command
+from bot.neutral import Attachment, Incoming, Reply, Sent, human_size
+from engine.config import Config, DiscordSection, secret
+
+log = logging.getLogger(__name__)
+
+MESSAGE_LIMIT = 2000
+LONG_AS_FILE = 3 * MESSAGE_LIMIT   # longer answers are sent as a file instead of many messages
+MAX_FILE_SLOTS = 3                 # a 'multiple' attachment argument becomes up to 3 options
+OPTION_TYPES: dict[str, type] = {"str": str, "text": str, "int": int, "float": float,
+                                 "attachment": discord.Attachment}
+INVITE_PERMISSIONS = discord.Permissions(view_channel=True, send_messages=True, send_messages_in_threads=True,
+                                         attach_files=True, embed_links=True, read_message_history=True)
+
+
+def configured(config: Config) -> bool:
+    return secret(config.discord.token_env) is not None
+
+
+def point_at(cfg: DiscordSection) -> None:
+    """Use another REST base / gateway (a local fake or proxy) when configured."""
+    if cfg.api_base:
+        Route.BASE = cfg.api_base.rstrip("/")
+    if cfg.gateway_url:
+        DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(cfg.gateway_url)
+
+
+# -- commands ------------------------------------------------------------------------------
+
+Invoke = Callable[[Command, discord.Interaction, dict[str, Any]], Awaitable[None]]
+
+
+def build_app_command(command: Command, invoke: Invoke) -> app_commands.Command:
+    """A slash command for a neutral command: one typed option per argument."""
+    params: list[inspect.Parameter] = []
+    descriptions: dict[str, str] = {}
+    renames: dict[str, str] = {}
+    slots: dict[str, Any] = {}  # python parameter name -> the Arg it fills
+    for i, arg in enumerate(command.args):
+        many = arg.type == "attachment" and arg.multiple
+        names = [arg.name] + ([f"{arg.name}{n}" for n in range(2, MAX_FILE_SLOTS + 1)] if many else [])
+        for j, option in enumerate(names):
+            py = f"p{i}_{j}"
+            if arg.type == "choice" and 0 < len(arg.choices) <= 25:
+                annotation: Any = Literal[tuple(arg.choices)]
+            else:
+                annotation = OPTION_TYPES.get(arg.type, str)
+            required = arg.required and j == 0
+            params.append(inspect.Parameter(py, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                            default=inspect.Parameter.empty if required else None))
+            descriptions[py] = (arg.description or arg.name)[:100]
+            renames[py] = option.lower()[:32]
+            slots[py] = arg
+
+    async def callback(interaction: discord.Interaction, **values: Any) -> None:
+        args: dict[str, Any] = {}
+        for py, value in values.items():
+            if value is None:
+                continue
+            arg = slots[py]
+            if arg.type == "attachment" and arg.multiple:
+                args.setdefault(arg.name, []).append(value)
+            else:
+                args[arg.name] = value
+        await invoke(command, interaction, args)
+
+    callback.__signature__ = inspect.Signature([
+        inspect.Parameter("interaction", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=discord.Interaction),
+        *params])
+    callback.__discord_app_commands_param_description__ = descriptions
+    callback.__discord_app_commands_param_rename__ = renames
+    return app_commands.Command(name=command.name, description=(command.description or command.name)[:100],
+                                callback=callback)
+
+
+# -- replies -------------------------------------------------------------------------------
+
+class DiscordSent(Sent):
+    def __init__(self, message: discord.Message | None):
+        self.message = message
+
+    async def edit(self, text: str) -> None:
+        if self.message is not None:
+            await self.message.edit(content=text[:MESSAGE_LIMIT])
+
+
+class DiscordReply(Reply):
+    max_len = MESSAGE_LIMIT
+
+    def __init__(self, adapter: "DiscordAdapter"):
+        self.adapter = adapter
+
+    async def _post(self, content: str, file: discord.File | None = None) -> discord.Message | None:
+        raise NotImplementedError
+
+    async def _send_one(self, text: str) -> Sent:
+        return DiscordSent(await self._post(text))
+
+    async def send(self, text: str) -> Sent:
+        if len(text) > LONG_AS_FILE:
+            path = self.adapter.outgoing_dir() / f"answer-{time.time_ns()}.md"
+            path.write_text(text, encoding="utf-8")
+            return await self.upload(path, "The answer is long, so here it is as a file.")
+        return await super().send(text)
+
+    async def upload(self, path: Path, caption: str = "", image: bool = False) -> Sent:
+        path = Path(path)
+        size, limit = path.stat().st_size, self.adapter.max_upload
+        if size > limit:
+            return await self.send(f"{path.name} is {human_size(size)}, more than the {human_size(limit)} this "
+                                   f"server accepts from bots, so it is not attached. It is kept at {path}.")
+        return DiscordSent(await self._post(caption[:MESSAGE_LIMIT], discord.File(path, filename=path.name)))
+
+
+class ChannelReply(DiscordReply):
+    """Posts into a channel without an interaction (job progress, digests, notices)."""
+
+    def __init__(self, adapter: "DiscordAdapter", channel_id: int):
+        super().__init__(adapter)
+        self.channel = adapter.client.get_partial_messageable(channel_id)
+
+    async def _post(self, content: str, file: discord.File | None = None) -> discord.Message:
+        # discord.py retries 5xx answers; with an enforced nonce Discord returns the message it
+        # already created instead of posting it twice.
+        return await self.channel.send(content=content or None, file=file or MISSING, nonce=secrets.token_hex(12))
+
+
+class InteractionReply(DiscordReply):
+    """Follow-ups of a deferred interaction; errors are visible only to the user."""
+
+    def __init__(self, adapter: "DiscordAdapter", interaction: discord.Interaction):
+        super().__init__(adapter)
+        self.interaction = interaction
+        self.sent_any = False
+
+    async def _post(self, content: str, file: discord.File | None = None) -> discord.Message:
+        message = await self.interaction.followup.send(content=content or MISSING, file=file or MISSING, wait=True)
+        self.sent_any = True
+        return message
+
+    async def error(self, text: str) -> None:
+        if not self.sent_any:  # the public "thinking…" placeholder would show the error to everyone
+            await self.interaction.delete_original_response()
+        await self.interaction.followup.send(f"⚠ {text}"[:MESSAGE_LIMIT], ephemeral=True)
+        self.sent_any = True
+
+    async def finish(self) -> None:
+        if not self.sent_any:
+            await self.interaction.delete_original_response()
+
+
+# -- the client ------------------------------------------------------------------------------
+
+class DiscordAdapter:
+    def __init__(self, app: App):
+        self.app = app
+        self.cfg = app.config.discord
+        self.max_upload = int(self.cfg.max_upload_mb * 2**20)
+        self.max_download = int(self.cfg.max_download_mb * 2**20)
+        point_at(self.cfg)
+        intents = discord.Intents.default()
+        intents.message_content = self.cfg.message_content
+        self.client = discord.Client(intents=intents)
+        self.tree = app_commands.CommandTree(self.client)
+        self.tree.on_error = self.on_tree_error
+        for command in app.commands.commands.values():
+            self.tree.add_command(build_app_command(command, self.invoke))
+        self.client.event(self.on_ready)
+        self.client.event(self.on_message)
+        self._announced = False
+
+    def outgoing_dir(self) -> Path:
+        path = self.app.config.data_dir / "outgoing" / "discord"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    # -- scopes and permissions --------------------------------------------------------
+
+    @staticmethod
+    def scope_of(guild_id: int | None, user_id: int) -> str:
+        return f"discord:{guild_id}" if guild_id else f"discord:dm-{user_id}"
+
+    def is_admin(self, user: discord.abc.User, guild: discord.Guild | None,
+                 permissions: discord.Permissions | None = None) -> bool:
+        if guild is None:
+            return True  # a direct message with the bot
+        if guild.owner_id == user.id or (permissions is not None and permissions.manage_guild):
+            return True
+        if isinstance(user, discord.Member):
+            if user.guild_permissions.manage_guild:
+                return True
+            wanted = self.cfg.admin_role.strip()
+            return bool(wanted) and any(r.name == wanted or str(r.id) == wanted for r in user.roles)
+        return False
+
+    # -- events ------------------------------------------------------------------------------
+
+    async def on_ready(self) -> None:
+        self.app.outlets["discord"] = lambda scope, channel: ChannelReply(self, int(channel))
+        log.info("discord: connected as %s to %d servers", self.client.user, len(self.client.guilds))
+        if not self._announced:
+            self._announced = True
+            await self.app.platform_ready("discord")
+
+    async def on_message(self, message: discord.Message) -> None:
+        if message.author.bot or message.webhook_id is not None:
+            return
+        if message.content.strip().startswith("!sync") and await self.is_owner(message.author):
+            # "!sync": this server (in a DM: [discord] sync_guild, else global); "!sync global"
+            if message.content.split()[1:2] == ["global"]:
+                guild_id = None
+            elif message.guild is not None:
+                guild_id = message.guild.id
+            else:
+                guild_id = int(self.cfg.sync_guild) if self.cfg.sync_guild else None
+            names = await self.sync(guild_id)
+            where = f"server {guild_id}" if guild_id else "all servers (global)"
+            await message.channel.send(f"Synced {len(names)} commands to {where}: {', '.join(names)}")
+            return
+        if not self.cfg.message_content or not message.content.strip():
+            return  # without the Message Content intent only commands work
+        guild_id = message.guild.id if message.guild else None
+        await self.app.ingest(Incoming(
+            platform="discord", scope=self.scope_of(guild_id, message.author.id), channel=str(message.channel.id),
+            author_id=str(message.author.id), author_name=message.author.display_name, text=message.content,
+            message_id=str(message.id), ts=message.created_at))
+
+    async def is_owner(self, user: discord.abc.User) -> bool:
+        if self.cfg.owner_ids:
+            return str(user.id) in self.cfg.owner_ids
+        info = await self.client.application_info()
+        owners = {m.id for m in info.team.members} if info.team else {info.owner.id}
+        return user.id in owners
+
+    async def sync(self, guild_id: int | None) -> list[str]:
+        """Publish the slash commands: to one guild (instant) or globally."""
+        if guild_id:
+            guild = discord.Object(id=guild_id)
+            self.tree.copy_global_to(guild=guild)
+            synced = await self.tree.sync(guild=guild)
+        else:
+            synced = await self.tree.sync()
+        return [c.name for c in synced]
+
+    async def on_tree_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
+        log.warning("discord: command failed: %s", error, exc_info=error)
+        text = f"⚠ {error}"[:MESSAGE_LIMIT]
+        if interaction.response.is_done():
+            await interaction.followup.send(text, ephemeral=True)
+        else:
+            await interaction.response.send_message(text, ephemeral=True)
+
+    async def invoke(self, command: Command, interaction: discord.Interaction, args: dict[str, Any]) -> None:
+        user, guild = interaction.user, interaction.guild
+        is_admin = self.is_admin(user, guild, interaction.permissions)
+        if command.permission == "admin" and not is_admin:
+            role = f"the {self.cfg.admin_role} role or " if self.cfg.admin_role else ""
+            await interaction.response.send_message(f"⚠ /{command.name} needs {role}Manage Server.", ephemeral=True)
+            return
+        await interaction.response.defer(thinking=True)
+        reply = InteractionReply(self, interaction)
+        attachments: list[Attachment] = []
+        for name, value in list(args.items()):
+            files = value if isinstance(value, list) else [value]
+            if not files or not isinstance(files[0], discord.Attachment):
+                continue
+            local = []
+            for item in files:
+                got = await self.download(item, interaction, reply)
+                if got is None:
+                    return
+                local.append(got)
+            attachments += local
+            args[name] = local if isinstance(value, list) else local[0]
+        text = " ".join([f"/{command.name}"] + [str(v) for v in args.values() if isinstance(v, (str, int, float))])
+        msg = Incoming(platform="discord", scope=self.scope_of(interaction.guild_id, user.id),
+                       channel=str(interaction.channel_id), author_id=str(user.id), author_name=user.display_name,
+                       text=text, message_id=str(interaction.id), ts=interaction.created_at,
+                       attachments=attachments, is_admin=is_admin)
+        await self.app.run_command(command, msg, args, reply)
+        await reply.finish()
+
+    async def download(self, item: discord.Attachment, interaction: discord.Interaction,
+                       reply: Reply) -> Attachment | None:
+        if item.size > self.max_download:
+            await reply.error(f"{item.filename} is {human_size(item.size)}; "
+                              f"the limit is {human_size(self.max_download)}.")
+            return None
+        folder = self.app.config.data_dir / "downloads" / "discord" / str(interaction.channel_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{interaction.id}_{Path(item.filename).name}"
+        try:
+            await item.save(path)
+        except discord.HTTPException as err:
+            await reply.error(f"could not download {item.filename}: {err.status}")
+            return None
+        return Attachment(item.filename, path, path.stat().st_size, item.url)
+
+    # -- running ------------------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event) -> None:
+        token = secret(self.cfg.token_env)
+        client = self.client
+        try:
+            await client.login(token)  # a bad token fails here with LoginFailure
+            connection = asyncio.create_task(client.connect(reconnect=True))
+            stopper = asyncio.create_task(stop.wait())
+            await asyncio.wait([connection, stopper], return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if connection.done():
+                connection.result()  # the gateway gave up: report why
+        finally:
+            self.app.outlets.pop("discord", None)
+            await client.close()
+
+
+async def serve(app: App, stop: asyncio.Event) -> None:
+    await DiscordAdapter(app).run(stop)
+
+
+async def sync_commands(app: App, guild_id: int | None) -> list[str]:
+    """Log in over REST only (no gateway) and publish the commands; returns their names."""
+    adapter = DiscordAdapter(app)
+    try:
+        await adapter.client.login(secret(adapter.cfg.token_env))
+        return await adapter.sync(guild_id)
+    finally:
+        await adapter.client.close()
+
+
+def invite_url(application_id: int) -> str:
+    return discord.utils.oauth_url(application_id, permissions=INVITE_PERMISSIONS,
+                                   scopes=("bot", "applications.commands"))

@@ -1,0 +1,222 @@
+"""Telegram through python-telegram-bot v22: polling, every registered command, progress edits.
+
+Each update runs in its own task (``concurrent_updates`` and non-blocking handlers), so a
+long command in one chat never holds up another. Text goes out as HTML with everything
+escaped; `code` spans become <code>. Outgoing calls pass PTB's AIORateLimiter (per-chat and
+overall limits; it retries only on 429 flood-waits, when nothing was posted, so nothing is
+posted twice). Attachments: the document sent with the command as caption, or the document
+the command replies to. Bots may download at most 20 MB from the cloud Bot API.
+"""
+from __future__ import annotations
+
+import asyncio
+import html
+import logging
+import re
+from pathlib import Path
+
+from telegram import BotCommand, Message, Update
+from telegram.constants import ChatMemberStatus, ChatType, ParseMode
+from telegram.error import BadRequest, TelegramError
+from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
+
+from bot.app import App
+from bot.neutral import Attachment, Incoming, Reply, Sent, human_size
+from engine.config import Config, secret
+
+log = logging.getLogger(__name__)
+
+CAPTION_LIMIT = 1024
+_CODE = re.compile(r"`([^`\n]+)`")
+
+
+def to_html(text: str) -> str:
+    """Escape for Telegram's HTML mode; `spans` become <code>."""
+    return _CODE.sub(r"<code>\1</code>", html.escape(text, quote=False))
+
+
+def configured(config: Config) -> bool:
+    return secret(config.telegram.token_env) is not None
+
+
+class TelegramSent(Sent):
+    def __init__(self, bot, message: Message, text: str):
+        self.bot, self.message, self.text = bot, message, text
+
+    async def edit(self, text: str) -> None:
+        if text == self.text:  # Telegram refuses an edit to identical text
+            return
+        try:
+            await self.message.edit_text(to_html(text[:TelegramReply.max_len]), parse_mode=ParseMode.HTML)
+        except BadRequest as err:
+            if "not modified" not in str(err):
+                raise
+        self.text = text
+
+
+class TelegramReply(Reply):
+    max_len = 3800  # 4096 after HTML escaping leaves room
+
+    def __init__(self, bot, chat_id: int, thread_id: int | None, max_upload: int):
+        self.bot, self.chat_id, self.thread_id, self.max_upload = bot, chat_id, thread_id, max_upload
+
+    async def _send_one(self, text: str) -> Sent:
+        message = await self.bot.send_message(self.chat_id, to_html(text), parse_mode=ParseMode.HTML,
+                                              message_thread_id=self.thread_id)
+        return TelegramSent(self.bot, message, text)
+
+    async def upload(self, path: Path, caption: str = "", image: bool = False) -> Sent:
+        path = Path(path)
+        size = path.stat().st_size
+        if size > self.max_upload:
+            return await self.send(f"{path.name} is {human_size(size)}, more than the "
+                                   f"{human_size(self.max_upload)} a bot may upload here. It is kept at {path}.")
+        short = caption if len(caption) <= CAPTION_LIMIT - 100 else caption[:CAPTION_LIMIT - 101] + "…"
+        send = self.bot.send_photo if image else self.bot.send_document
+        with path.open("rb") as fh:
+            kwargs = {"photo" if image else "document": fh}
+            if not image:
+                kwargs["filename"] = path.name
+            message = await send(self.chat_id, caption=to_html(short), parse_mode=ParseMode.HTML,
+                                 message_thread_id=self.thread_id, **kwargs)
+        if short != caption:
+            await self.send(caption)
+        return TelegramSent(self.bot, message, short)
+
+
+def _channel(chat_id: int, thread_id: int | None) -> str:
+    return f"{chat_id}:{thread_id}" if thread_id else str(chat_id)
+
+
+def _parse_channel(channel: str) -> tuple[int, int | None]:
+    chat, _, thread = channel.partition(":")
+    return int(chat), int(thread) if thread else None
+
+
+class TelegramAdapter:
+    def __init__(self, app: App, token: str):
+        self.app = app
+        cfg = app.config.telegram
+        self.cfg = cfg
+        self.max_download = int(cfg.max_download_mb * 2**20)
+        self.max_upload = int(cfg.max_upload_mb * 2**20)
+        builder = (Application.builder().token(token)
+                   .job_queue(None)  # the bot's one scheduler is bot.scheduler
+                   .concurrent_updates(64)
+                   .rate_limiter(AIORateLimiter(overall_max_rate=cfg.overall_max_rate, overall_time_period=1,
+                                                group_max_rate=cfg.group_max_rate, group_time_period=60,
+                                                max_retries=cfg.max_retries))
+                   .get_updates_read_timeout(cfg.poll_timeout_s + 10))
+        if cfg.base_url:
+            builder = builder.base_url(cfg.base_url)
+        if cfg.base_file_url:
+            builder = builder.base_file_url(cfg.base_file_url)
+        self.application = builder.build()
+        self.application.add_handler(MessageHandler(filters.ALL, self.on_message, block=False))
+        self.application.add_error_handler(self.on_error)
+        self.username = ""
+
+    def reply_for(self, chat_id: int, thread_id: int | None) -> TelegramReply:
+        return TelegramReply(self.application.bot, chat_id, thread_id, self.max_upload)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        application = self.application
+        await application.initialize()  # getMe: a bad token fails here
+        try:
+            self.username = application.bot.username or ""
+            self.app.outlets["telegram"] = lambda scope, channel: self.reply_for(*_parse_channel(channel))
+            commands = [BotCommand("start", "What this bot does")] + [
+                BotCommand(c.name, c.description[:256]) for c in self.app.commands.commands.values()]
+            await application.bot.set_my_commands(commands[:100])
+            await application.updater.start_polling(timeout=int(self.cfg.poll_timeout_s),
+                                                    allowed_updates=[Update.MESSAGE])
+            await application.start()
+            log.info("telegram: polling as @%s", self.username)
+            await self.app.platform_ready("telegram")
+            await stop.wait()
+        finally:
+            self.app.outlets.pop("telegram", None)
+            if application.updater.running:
+                await application.updater.stop()
+            if application.running:
+                await application.stop()
+            await application.shutdown()
+
+    async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        log.warning("telegram: update failed: %s", context.error, exc_info=context.error)
+
+    async def _is_admin(self, message: Message) -> bool:
+        if message.chat.type == ChatType.PRIVATE:
+            return True
+        if message.from_user is None:
+            return False
+        member = await message.chat.get_member(message.from_user.id)
+        return member.status in (ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.OWNER)
+
+    async def _download(self, message: Message, source: Message, reply: Reply) -> list[Attachment] | None:
+        """The document of ``source`` on local disk; None (after telling the user) when too big."""
+        doc = source.document
+        if doc is None:
+            return []
+        name = Path(doc.file_name or f"{doc.file_unique_id}.bin").name
+        if doc.file_size and doc.file_size > self.max_download:
+            await reply.error(f"{name} is {human_size(doc.file_size)}; Telegram lets bots download files up to "
+                              f"{human_size(self.max_download)}. Send a smaller file (or split it, or compress it).")
+            return None
+        folder = self.app.config.data_dir / "downloads" / "telegram" / str(message.chat.id)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{source.message_id}_{name}"
+        try:
+            file = await doc.get_file()
+            await file.download_to_drive(path)
+        except TelegramError as err:
+            await reply.error(f"could not download {name}: {err.message}")
+            return None
+        return [Attachment(name, path, path.stat().st_size)]
+
+    async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        message = update.effective_message
+        if message is None or message.chat is None or (message.from_user and message.from_user.is_bot):
+            return
+        text = message.text or message.caption or ""
+        thread = message.message_thread_id if message.is_topic_message else None
+        reply = self.reply_for(message.chat.id, thread)
+        parsed = self.app.split_command(text)
+        if parsed is not None:
+            head = text.strip()[1:].split(maxsplit=1)[0]
+            addressed = "@" in head
+            if addressed and head.split("@", 1)[1].lower() != self.username.lower():
+                return  # addressed to another bot in this group
+            if (not addressed and message.chat.type != ChatType.PRIVATE and parsed[0] != "start"
+                    and self.app.commands.get(parsed[0]) is None):
+                return  # another bot's command in a shared group: not ours to answer
+            if parsed[0] == "start":
+                text = "/help"
+                await reply.send("Hello! I remember this chat's conversations in topic worlds and can "
+                                 "simulate how events unfold. Here is what I can do:")
+        user = message.from_user
+        incoming = Incoming(
+            platform="telegram", scope=f"telegram:{message.chat.id}", channel=_channel(message.chat.id, thread),
+            author_id=str(user.id) if user else "", author_name=user.full_name if user else "",
+            text=text, message_id=str(message.message_id), ts=message.date)
+        command = self.app.commands.get(parsed[0]) if parsed else None
+        if command is not None:
+            if command.permission == "admin":
+                incoming.is_admin = await self._is_admin(message)
+            allowed = command.permission != "admin" or incoming.is_admin
+            if allowed and any(a.type == "attachment" for a in command.args):
+                source = message if message.document else message.reply_to_message
+                found = await self._download(message, source, reply) if source else []
+                if found is None:
+                    return
+                needed = [a for a in command.args if a.type == "attachment" and a.required]
+                if needed and not found:
+                    await reply.error(f"/{command.name} needs a document: send the file with `/{command.name} …` "
+                                      "as its caption, or reply to the file with the command.")
+                    return
+                incoming.attachments = found
+        await self.app.handle(incoming, reply)
+
+
+async def serve(app: App, stop: asyncio.Event) -> None:
+    await TelegramAdapter(app, secret(app.config.telegram.token_env)).run(stop)

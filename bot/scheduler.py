@@ -1,0 +1,262 @@
+"""The one scheduler of the process: the daily world merge and the per-channel daily digests.
+
+APScheduler 3's AsyncIOScheduler runs on the bot's event loop (PTB's JobQueue is not used).
+Digest subscriptions live in the database and are re-added at start-up. APScheduler only
+knows about lateness while it runs (``misfire_grace_s``); runs missed while the process was
+down are found from ``last_sent_at`` / ``schedule_runs`` and handled by ``[scheduler] missed``.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Callable
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.cron import CronTrigger
+
+from engine.jobs import utcnow
+
+if TYPE_CHECKING:
+    from bot.app import App
+
+log = logging.getLogger(__name__)
+
+MERGE = "merge"
+
+
+def parse_hhmm(value: str) -> tuple[int, int]:
+    """'9:30' -> (9, 30); ValueError with a readable message otherwise."""
+    try:
+        hour, minute = (int(part) for part in value.strip().split(":"))
+    except ValueError:
+        raise ValueError(f"time must look like 18:30, not {value!r}") from None
+    if not (0 <= hour < 24 and 0 <= minute < 60):
+        raise ValueError(f"time must look like 18:30, not {value!r}")
+    return hour, minute
+
+
+def zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r} (use an IANA name like Europe/Berlin)") from None
+
+
+def daily(time: str, tz: str) -> CronTrigger:
+    hour, minute = parse_hhmm(time)
+    return CronTrigger(hour=hour, minute=minute, timezone=zone(tz))
+
+
+def previous_fire(time: str, tz: str, now: datetime) -> datetime:
+    """The most recent moment at or before ``now`` when a daily ``time`` in ``tz`` fell."""
+    hour, minute = parse_hhmm(time)
+    local = now.astimezone(zone(tz))
+    candidate = local.replace(hour=hour, minute=minute, second=0, microsecond=0)
+    if candidate > local:
+        candidate = (local - timedelta(days=1)).replace(hour=hour, minute=minute, second=0, microsecond=0)
+    return candidate.astimezone(timezone.utc)
+
+
+@dataclass
+class Subscription:
+    scope: str
+    channel: str
+    time: str
+    timezone: str
+    last_sent_at: str | None = None
+
+    @property
+    def job_id(self) -> str:
+        return f"digest:{self.scope}:{self.channel}"
+
+
+class Scheduler:
+    def __init__(self, app: "App"):
+        self.app = app
+        cfg = app.config.scheduler
+        self.cfg = cfg
+        self.sched = AsyncIOScheduler(timezone=zone(cfg.timezone), job_defaults={
+            "misfire_grace_time": cfg.misfire_grace_s, "coalesce": True, "max_instances": 1})
+
+    # -- life cycle ------------------------------------------------------------------
+
+    async def start(self, now: datetime | None = None) -> None:
+        """Restore subscriptions, catch up on a missed merge (per policy) and start firing."""
+        self.sched.start()
+        self.sched.add_job(self.merge_worlds, daily(self.cfg.merge_time, self.cfg.timezone), id=MERGE,
+                           replace_existing=True)
+        for sub in await self.subscriptions():
+            self._schedule(sub)
+        if self.cfg.missed == "run_once":
+            last = await self.app.db.fetchval("SELECT last_run FROM schedule_runs WHERE name=?", (MERGE,))
+            due = previous_fire(self.cfg.merge_time, self.cfg.timezone, now or datetime.now(timezone.utc))
+            if last and datetime.fromisoformat(last) < due:
+                log.info("running the world merge missed while the bot was down")
+                await self.merge_worlds()
+
+    async def catch_up(self, platform: str, now: datetime | None = None) -> None:
+        """Once ``platform`` is connected: post the digests it missed while the bot was down."""
+        if self.cfg.missed != "run_once":
+            return
+        now = now or datetime.now(timezone.utc)
+        for sub in await self.subscriptions():
+            if sub.scope.split(":", 1)[0] != platform or not sub.last_sent_at:
+                continue
+            if datetime.fromisoformat(sub.last_sent_at) < previous_fire(sub.time, sub.timezone, now):
+                log.info("posting the digest missed while the bot was down to %s/%s", sub.scope, sub.channel)
+                await self.post_digest(sub.scope, sub.channel)
+
+    def stop(self) -> None:
+        if self.sched.running:
+            self.sched.shutdown(wait=False)
+
+    # -- subscriptions --------------------------------------------------------------
+
+    async def subscriptions(self, scope: str | None = None) -> list[Subscription]:
+        sql, args = "SELECT scope, channel, time, timezone, last_sent_at FROM digest_subscriptions", ()
+        if scope is not None:
+            sql, args = sql + " WHERE scope=?", (scope,)
+        return [Subscription(*row) for row in await self.app.db.fetchall(sql + " ORDER BY scope, channel", args)]
+
+    async def subscription(self, scope: str, channel: str) -> Subscription | None:
+        row = await self.app.db.fetchone(
+            "SELECT scope, channel, time, timezone, last_sent_at FROM digest_subscriptions"
+            " WHERE scope=? AND channel=?", (scope, channel))
+        return Subscription(*row) if row else None
+
+    async def subscribe(self, scope: str, channel: str, time: str | None = None,
+                        tz: str | None = None) -> Subscription:
+        """Subscribe (or re-time) a channel; the first digest covers from now on."""
+        old = await self.subscription(scope, channel)
+        time = time or (old.time if old else self.cfg.digest_time)
+        tz = tz or (old.timezone if old else self.cfg.timezone)
+        hour, minute = parse_hhmm(time)
+        zone(tz)
+        sub = Subscription(scope, channel, f"{hour:02d}:{minute:02d}", tz,
+                           old.last_sent_at if old else utcnow())
+        await self.app.db.execute(
+            "INSERT INTO digest_subscriptions(scope, channel, time, timezone, created_at, last_sent_at)"
+            " VALUES (?,?,?,?,?,?) ON CONFLICT(scope, channel) DO UPDATE SET"
+            " time=excluded.time, timezone=excluded.timezone",
+            (scope, channel, sub.time, sub.timezone, utcnow(), sub.last_sent_at))
+        self._schedule(sub)
+        return sub
+
+    async def unsubscribe(self, scope: str, channel: str) -> bool:
+        sub = await self.subscription(scope, channel)
+        if sub is None:
+            return False
+        await self.app.db.execute("DELETE FROM digest_subscriptions WHERE scope=? AND channel=?", (scope, channel))
+        if self.sched.get_job(sub.job_id):
+            self.sched.remove_job(sub.job_id)
+        return True
+
+    def _schedule(self, sub: Subscription) -> None:
+        self.sched.add_job(self.post_digest, daily(sub.time, sub.timezone), args=(sub.scope, sub.channel),
+                           id=sub.job_id, replace_existing=True)
+
+    def next_run(self, scope: str, channel: str) -> datetime | None:
+        job = self.sched.get_job(f"digest:{scope}:{channel}")
+        return job.next_run_time if job else None
+
+    # -- the work ---------------------------------------------------------------------
+
+    async def merge_worlds(self) -> None:
+        memory = self.app.services.get("memory")
+        if memory is not None and hasattr(memory, "maintain"):
+            try:
+                await memory.maintain()
+            except Exception:
+                log.exception("daily world merge failed")
+                return
+        await self.app.db.execute(
+            "INSERT INTO schedule_runs(name, last_run) VALUES (?, ?)"
+            " ON CONFLICT(name) DO UPDATE SET last_run=excluded.last_run", (MERGE, utcnow()))
+
+    async def post_digest(self, scope: str, channel: str) -> bool:
+        """Post the digest into one channel; True when it was posted."""
+        reply = self.app.reply_to(scope, channel)
+        if reply is None:
+            log.info("no adapter for %s is running; digest for %s kept for later", scope, channel)
+            return False
+        sub = await self.subscription(scope, channel)
+        since = sub.last_sent_at if sub and sub.last_sent_at else (
+            datetime.now(timezone.utc) - timedelta(days=1)).isoformat(timespec="seconds")
+        now = datetime.now(timezone.utc).isoformat()  # sub-second: the next digest starts after this one
+        text = await build_digest(self.app, scope, since)
+        # Mark it sent before posting: a failed post is lost once, never posted twice.
+        if sub is not None:
+            await self.app.db.execute(
+                "UPDATE digest_subscriptions SET last_sent_at=? WHERE scope=? AND channel=?", (now, scope, channel))
+        try:
+            await reply.send(text)
+        except Exception:
+            log.exception("could not post the digest to %s/%s", scope, channel)
+            return False
+        return True
+
+
+# The memory service's digest sections, in the order shown, with how one entry reads.
+MEMORY_SECTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
+    ("new_worlds", "New worlds", lambda w: f"{w['topic']} ({w['added']} messages)"),
+    ("grown_worlds", "Grown worlds", lambda w: f"{w['topic']} (+{w['added']} messages, {w['beliefs']} beliefs)"),
+    ("new_beliefs", "New beliefs", lambda b: f"{b['text']} — in {b['topic']}"),
+    ("superseded_beliefs", "Superseded beliefs", lambda b: f"{b['old']} → {b['new']} ({b['topic']})"),
+    ("merges", "Merged worlds", lambda m: f"{m['absorbed_topic']} joined a near-identical world"),
+]
+MAX_ITEMS = 15
+
+
+def _memory_lines(sections: dict) -> list[str]:
+    lines: list[str] = []
+    for key, heading, fmt in MEMORY_SECTIONS:
+        items = sections.get(key) or []
+        if not items:
+            continue
+        lines.append(f"\n{heading}:")
+        for item in items[:MAX_ITEMS]:
+            try:
+                lines.append(f"• {fmt(item)}")
+            except (KeyError, TypeError):
+                lines.append(f"• {item}")
+        if len(items) > MAX_ITEMS:
+            lines.append(f"• … and {len(items) - MAX_ITEMS} more")
+    return lines
+
+
+def _report_link(job) -> str:
+    result = job.result or {}
+    for key in ("report_url", "report_path", "report"):
+        if isinstance(result.get(key), str):
+            return f" — report: {result[key]}"
+    return f" — files: {result['folder']}" if isinstance(result.get("folder"), str) else ""
+
+
+async def build_digest(app: "App", scope: str, since: str) -> str:
+    """Memory changes (from the memory service) and simulations started or finished since ``since``."""
+    lines = [f"📰 Daily digest (since {since[:16].replace('T', ' ')} UTC)"]
+    memory = app.services.get("memory")
+    if memory is not None and hasattr(memory, "digest"):
+        try:
+            lines += _memory_lines(await memory.digest(scope, datetime.fromisoformat(since)) or {})
+        except Exception:
+            log.exception("memory digest failed for %s", scope)
+    rows = await app.db.fetchall(
+        "SELECT id FROM jobs WHERE scope=? AND kind='simulation' AND (created_at>=? OR finished_at>=?)"
+        " ORDER BY created_at", (scope, since, since))
+    started, finished = [], []
+    for row in rows:
+        job = await app.jobs.get(row["id"])
+        if job.finished_at and job.finished_at >= since:
+            finished.append(f"• {job.title} (`{job.id}`) {job.state}{_report_link(job)}")
+        elif job.created_at >= since:
+            started.append(f"• {job.title} (`{job.id}`) {job.state}")
+    if started:
+        lines += ["\nSimulations started:", *started]
+    if finished:
+        lines += ["\nSimulations finished:", *finished]
+    if len(lines) == 1:
+        lines.append("Nothing new today.")
+    return "\n".join(lines)

@@ -1,0 +1,7 @@
+"""WorldNodes memory: conversations routed into topic worlds with belief graphs."""
+from engine.memory.engine import MemoryEngine
+from engine.memory.models import (AskResult, Belief, Evidence, MemoryMessage, RecallResult, RouteResult,
+                                  WorldInfo)
+
+__all__ = ["MemoryEngine", "MemoryMessage", "AskResult", "Belief", "Evidence", "RecallResult", "RouteResult",
+           "WorldInfo"]

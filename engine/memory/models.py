@@ -1,0 +1,132 @@
+"""The shapes memory works with: incoming messages, worlds and beliefs."""
+from __future__ import annotations
+
+import secrets
+import string
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+
+_ID_ALPHABET = string.ascii_lowercase + string.digits
+
+
+def new_world_id() -> str:
+    return "".join(secrets.choice(_ID_ALPHABET) for _ in range(8))
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def iso(ts: datetime) -> str:
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    return ts.astimezone(timezone.utc).isoformat(timespec="microseconds")
+
+
+def parse_ts(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def to_blob(vec: np.ndarray) -> bytes:
+    return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
+
+
+def from_blob(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype=np.float32)
+
+
+def maturity(avg_confidence: float, beliefs: int) -> float:
+    """avg belief confidence x min(beliefs / 10, 1): 0 for a new world, 1 for a settled one."""
+    if beliefs <= 0:
+        return 0.0
+    return float(avg_confidence) * min(beliefs / 10.0, 1.0)
+
+
+@dataclass
+class MemoryMessage:
+    scope: str
+    channel: str
+    message_id: str
+    author: str
+    text: str
+    ts: datetime = field(default_factory=utcnow)
+
+
+@dataclass
+class WorldState:
+    """What routing needs to know about a world, kept in memory per scope (its centroid
+    lives in the scope's index)."""
+    id: str
+    access_count: int
+    evidence: int = 0             # messages it holds
+    topic_size: int = 0           # evidence count when its topic was last named
+    maturity: float = 0.0
+
+
+@dataclass
+class Belief:
+    id: int
+    world_id: str
+    subject: str
+    predicate: str
+    object: str
+    confidence: float
+    sources: list[int]
+    learned_at: datetime
+    valid_from: datetime
+    invalid_at: datetime | None = None
+    superseded_by: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.invalid_at is None
+
+    def text(self) -> str:
+        return f"{self.subject} {self.predicate} {self.object}"
+
+
+@dataclass
+class Evidence:
+    id: int
+    world_id: str
+    channel: str
+    message_id: str
+    author: str
+    text: str
+    ts: datetime
+
+
+@dataclass
+class WorldInfo:
+    id: str
+    scope: str
+    topic: str
+    maturity: float
+    access_count: int
+    beliefs: int
+    evidence: int
+    created_at: datetime
+    last_active: datetime
+
+
+@dataclass
+class RouteResult:
+    world_id: str
+    action: str                   # 'birth', 'absorb' or 'follow'
+    similarity: float
+
+
+@dataclass
+class RecallResult:
+    world: WorldInfo | None
+    similarity: float
+    beliefs: list[Belief]
+    evidence: list[Evidence]
+
+
+@dataclass
+class AskResult:
+    answer: str | None            # None when no LLM is configured
+    recall: RecallResult

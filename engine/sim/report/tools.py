@@ -1,0 +1,285 @@
+"""The report agent's tools, offered to the LLM as JSON-schema functions (native tool calling).
+
+Each tool's arguments are a pydantic model: its JSON schema is what the LLM sees, and the
+LLM's arguments are validated against it. Bad arguments (broken JSON, wrong types, unknown
+tool) come back to the LLM as an error result it can correct; they never end the report.
+Every citation a tool hands out ([fact N], [twitter post N], [agent @name]) is remembered with
+what it stands for, so the report can list its sources and flag citations no tool returned.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from engine.jobs import JobError
+from engine.llm import BudgetExceeded, LLMError
+from engine.sim.report.sources import (AgentProfile, Fact, GraphSearch, Interviewer, keyword_score,
+                                       terms)
+from engine.sim.report.stats import SimStats
+
+log = logging.getLogger(__name__)
+
+
+class InsightForgeArgs(BaseModel):
+    """Deep search for one question: splits it into sub-queries, searches the knowledge graph and
+    the simulation's posts for each, and gathers the entities involved and chains of relations
+    between them. Use it first for every section."""
+    question: str = Field(description="the question this part of the report must answer")
+
+
+class PanoramaSearchArgs(BaseModel):
+    """Every fact on a topic, including superseded and historical ones, each marked current or
+    superseded, oldest first: use it to tell how a situation changed over time."""
+    query: str = Field(description="topic to survey")
+    limit: int = Field(15, ge=1, le=50, description="maximum facts")
+
+
+class QuickSearchArgs(BaseModel):
+    """Fast lookup of current facts matching a query: use it to check one detail."""
+    query: str = Field(description="what to look up")
+    limit: int = Field(5, ge=1, le=20, description="maximum facts")
+
+
+class InterviewAgentsArgs(BaseModel):
+    """Ask simulated agents a question and get their answers to quote. Name agents by username,
+    or leave the list empty to let the most relevant agents be chosen."""
+    question: str = Field(description="the question to ask, addressed to the agents")
+    agents: list[str] = Field(default_factory=list, description="usernames to ask; empty chooses")
+    count: int = Field(3, ge=1, le=10, description="how many agents to ask when choosing")
+    platform: Literal["twitter", "reddit", "both"] = Field("both", description="where the agents are asked")
+
+
+class SimulationStatisticsArgs(BaseModel):
+    """Figures of the simulation run: actions by round and platform, action mix, the most engaged
+    posts and agents, and who interacted with whom."""
+    focus: Literal["overview", "rounds", "posts", "agents", "interactions"] = Field(
+        "overview", description="which figures to return")
+    top: int = Field(5, ge=1, le=20, description="how many posts, agents or interactions")
+
+
+class SubQueries(BaseModel):
+    queries: list[str]
+
+
+TOOLS: dict[str, type[BaseModel]] = {
+    "insight_forge": InsightForgeArgs,
+    "panorama_search": PanoramaSearchArgs,
+    "quick_search": QuickSearchArgs,
+    "interview_agents": InterviewAgentsArgs,
+    "simulation_statistics": SimulationStatisticsArgs,
+}
+
+
+def _parameters(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    schema.pop("description", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return schema
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    """The ``tools=[...]`` list of a chat-completion request."""
+    return [{"type": "function", "function": {
+        "name": name, "description": " ".join((model.__doc__ or "").split()),
+        "parameters": _parameters(model)}} for name, model in TOOLS.items()]
+
+
+@dataclass
+class ToolCall:
+    name: str
+    arguments: str
+    ok: bool
+    result: str
+
+
+class ReportTools:
+    def __init__(self, stats: SimStats, graph: GraphSearch, interviewer: Interviewer,
+                 roster: list[AgentProfile], llm, *, job: str | None = None, scope: str | None = None,
+                 result_chars: int = 6000):
+        self.stats = stats
+        self.graph = graph
+        self.interviewer = interviewer
+        # Without profile files, the agents known to the databases can still be interviewed.
+        self.roster = roster or [AgentProfile(a.agent_id, a.name, a.name) for a in stats.agents]
+        self.llm = llm
+        self.job, self.scope = job, scope
+        self.result_chars = result_chars
+        self.calls: list[ToolCall] = []
+        self.sources: dict[str, str] = {}   # citation -> what it stands for
+        self.quotes: list[dict[str, str]] = []
+
+    async def call(self, name: str, arguments: str | None) -> str:
+        """Run one tool call of the LLM; always returns the text of the tool message."""
+        ok, result = False, None
+        model = TOOLS.get(name)
+        if model is None:
+            result = {"error": f"unknown tool {name!r}; the tools are: {', '.join(TOOLS)}"}
+        else:
+            try:
+                data = json.loads(arguments or "{}")
+                args = model.model_validate(data)
+            except json.JSONDecodeError as err:
+                result = {"error": f"the arguments are not valid JSON ({err.msg} at character {err.pos}); "
+                                   "call the tool again with a JSON object"}
+            except ValidationError as err:
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
+                                     for e in err.errors()[:5])
+                result = {"error": f"invalid arguments for {name}: {problems}"}
+            else:
+                try:
+                    result = await getattr(self, name)(args)
+                    ok = "error" not in result
+                except BudgetExceeded:
+                    raise
+                except (JobError, OSError, ValueError) as err:   # LLM and run failures included
+                    log.warning("report tool %s failed: %s", name, err)
+                    result = {"error": f"{name} failed: {err}"}
+        text = json.dumps(result, ensure_ascii=False, default=str)
+        if len(text) > self.result_chars:
+            text = text[: self.result_chars] + " …(cut)"
+        self.calls.append(ToolCall(name, arguments or "", ok, text))
+        return text
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _cite_post(self, cite: str, author: str, content: str) -> None:
+        self.sources[cite] = f"@{author}: {content[:200]}"
+        self.sources.setdefault(f"[agent @{author}]", f"@{author}")
+
+    def _facts(self, facts: list[Fact], with_status: bool = False) -> list[dict]:
+        self.sources.update((f.cite(), f"{f.text} ({f.source} -{f.relation}-> {f.target}"
+                                       f"{'' if f.current else f'; superseded since {f.invalid_at}'})") for f in facts)
+        return [f.to_dict(with_status) for f in facts]
+
+    def _posts(self, query: str, limit: int) -> list[dict]:
+        q = terms(query)
+        scored = [(keyword_score(q, f"{p.author} {p.content}"), p) for p in self.stats.posts]
+        found = [p for s, p in sorted(scored, key=lambda x: (-x[0], -x[1].engagement)) if s > 0][:limit]
+        out = []
+        for p in found:
+            self._cite_post(p.cite(), p.author, p.content)
+            out.append({"cite": p.cite(), "author": f"@{p.author}", "content": p.content[:400],
+                        "likes": p.likes, "comments": p.comments, "reposts": p.reposts, "round": p.round})
+        return out
+
+    async def _split(self, question: str) -> list[str]:
+        try:
+            split = await self.llm.structured(SubQueries, [
+                {"role": "system", "content": "Split the question into 2-4 short, self-contained search queries "
+                                              "that together cover it (who, what happened, reactions, consequences)."},
+                {"role": "user", "content": question}], fast=True, job=self.job, scope=self.scope)
+            queries = [q.strip() for q in split.queries if q.strip()][:4]
+        except BudgetExceeded:
+            raise
+        except LLMError as err:
+            log.info("sub-query split failed, searching the whole question: %s", err)
+            queries = []
+        return list(dict.fromkeys([question, *queries]))
+
+    # -- the tools ----------------------------------------------------------------------
+
+    async def insight_forge(self, args: InsightForgeArgs) -> dict:
+        queries = await self._split(args.question)
+        facts: dict[int, Fact] = {}
+        entities: dict[int, Any] = {}
+        posts: dict[str, dict] = {}
+        for q in queries:
+            for f in await self.graph.search_facts(q, limit=8):
+                facts.setdefault(f.id, f)
+            for e in await self.graph.search_entities(q, limit=3):
+                entities.setdefault(e.id, e)
+            for p in self._posts(q, 4):
+                posts.setdefault(p["cite"], p)
+        chains = await self._chains(list(entities.values())[:4])
+        return {
+            "sub_queries": queries,
+            "facts": self._facts(sorted(facts.values(), key=lambda f: -f.score)[:15]),
+            "entities": [{"name": e.name, "type": e.type, "summary": e.summary[:300]} for e in entities.values()],
+            "relation_chains": chains,
+            "simulation_posts": list(posts.values())[:10],
+        }
+
+    async def _chains(self, entities: list) -> list[str]:
+        """Paths of two relations through the graph from the entities found: A -r-> B -s-> C, or
+        A -r-> B <-s- C when the second relation points back at B."""
+        chains: list[str] = []
+        for entity in entities:
+            for first in await self.graph.facts_of(entity.name, limit=6):
+                self._facts([first])
+                chains.append(f"{first.source} -{first.relation}-> {first.target} {first.cite()}")
+                other = first.target if first.source == entity.name else first.source
+                for second in await self.graph.facts_of(other, limit=4):
+                    if second.id != first.id and entity.name not in (second.source, second.target):
+                        self._facts([second])
+                        step = (f"-{second.relation}-> {second.target}" if second.source == other
+                                else f"<-{second.relation}- {second.source}")
+                        chains.append(f"{first.source} -{first.relation}-> {first.target} {step} "
+                                      f"{first.cite()}{second.cite()}")
+        return list(dict.fromkeys(chains))[:12]
+
+    async def panorama_search(self, args: PanoramaSearchArgs) -> dict:
+        facts = await self.graph.search_facts(args.query, limit=args.limit, include_invalid=True)
+        facts.sort(key=lambda f: (f.valid_at or "", f.id))
+        superseded = sum(1 for f in facts if not f.current)
+        return {"facts": self._facts(facts, with_status=True),
+                "current": len(facts) - superseded, "superseded": superseded}
+
+    async def quick_search(self, args: QuickSearchArgs) -> dict:
+        facts = await self.graph.search_facts(args.query, limit=args.limit)
+        return {"facts": self._facts(facts), "simulation_posts": self._posts(args.query, 3)}
+
+    def _choose(self, args: InterviewAgentsArgs) -> tuple[list[AgentProfile], list[str]]:
+        by_name = {a.username.lower(): a for a in self.roster} | {a.name.lower(): a for a in self.roster}
+        if args.agents:
+            chosen, unknown = [], []
+            for name in args.agents:
+                agent = by_name.get(name.strip().lstrip("@").lower())
+                (chosen.append(agent) if agent else unknown.append(name))
+            return list({a.agent_id: a for a in chosen}.values()), unknown
+        q = terms(args.question)
+        engaged = {a.agent_id: i for i, a in enumerate(self.stats.agents)}
+
+        def relevance(a: AgentProfile) -> tuple:
+            text = f"{a.name} {a.username} {a.entity_type} {a.stance} {a.persona}"
+            return (-keyword_score(q, text), engaged.get(a.agent_id, len(engaged)), a.agent_id)
+
+        pool = [a for a in self.roster if args.platform == "both" or args.platform in a.platforms]
+        return sorted(pool, key=relevance)[: args.count], []
+
+    async def interview_agents(self, args: InterviewAgentsArgs) -> dict:
+        agents, unknown = self._choose(args)
+        if not agents:
+            return {"error": f"no such agents: {', '.join(unknown)}" if unknown else "no agents to ask",
+                    "known_agents": [f"@{a.username}" for a in self.roster[:30]]}
+        answers = await self.interviewer.interview(agents, args.question, args.platform)
+        out = []
+        for a in answers:
+            cite = f"[agent @{a.username}]"
+            self.sources[cite] = f"@{a.username}, interviewed on {a.platform}"
+            self.quotes.append({"agent": a.username, "platform": a.platform, "question": a.question,
+                                "answer": a.answer})
+            out.append({"agent": f"@{a.username}", "cite": cite, "platform": a.platform, "answer": a.answer})
+        result: dict[str, Any] = {"question": args.question, "answers": out}
+        if unknown:
+            result["unknown_agents"] = unknown
+        return result
+
+    async def simulation_statistics(self, args: SimulationStatisticsArgs) -> dict:
+        view = self.stats.to_dict(top=args.top)
+        for p in view["top_posts"]:
+            self._cite_post(p["cite"], p["author"], p["content"])
+        for a in view["top_agents"]:
+            self.sources.setdefault(a["cite"], f"@{a['name']}: {a['actions']} actions, "
+                                               f"{a['engagement_received']} engagements received")
+        keys = {"overview": ["platforms", "total_actions", "actions_by_round", "action_mix", "top_posts",
+                             "top_agents"],
+                "rounds": ["platforms", "total_actions", "actions_by_round"],
+                "posts": ["top_posts"], "agents": ["top_agents"], "interactions": ["interactions"]}[args.focus]
+        return {k: view[k] for k in keys}

@@ -1,0 +1,291 @@
+"""A fake Discord (REST + gateway websocket + CDN) on 127.0.0.1 for the real discord.py.
+
+It runs on the test's event loop. Point discord.py at it with the adapter's config
+(``[discord] api_base = server.api_base, gateway_url = server.gateway_url``). The gateway
+says HELLO, answers IDENTIFY with READY and one GUILD_CREATE (guild ``GUILD`` with text
+channel ``CHANNEL``, roles ``ADMIN_ROLE`` and @everyone) and acknowledges heartbeats. A test
+then dispatches ``interaction(...)`` or ``message(...)`` and awaits the bot's REST calls
+with ``wait_for``; every REST call is kept in ``calls`` as (method, path, json, files).
+REST answers carry ``Content-Type: application/json`` exactly: discord.py insists on it.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from aiohttp import WSMsgType, web
+
+APP_ID, GUILD, CHANNEL, ADMIN_ROLE, OWNER = "1000", "2000", "3000", "4000", "5000"
+BOT_USER = {"id": APP_ID, "username": "worldbot", "discriminator": "0", "global_name": None, "avatar": None,
+            "bot": True, "flags": 0}
+MANAGE_GUILD = 1 << 5
+EVERYONE_PERMS = (1 << 10) | (1 << 11) | (1 << 31)  # view channel, send messages, use app commands
+
+
+def user(uid: str, name: str = "") -> dict:
+    return {"id": uid, "username": name or f"user{uid}", "discriminator": "0", "global_name": None,
+            "avatar": None, "flags": 0}
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+@dataclass
+class Call:
+    method: str
+    path: str
+    json: Any = None
+    files: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+    query: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def content(self) -> str:
+        return (self.json or {}).get("content") or "" if isinstance(self.json, dict) else ""
+
+
+class FakeDiscord:
+    def __init__(self):
+        self.calls: list[Call] = []
+        self.cdn: dict[str, bytes] = {}
+        self.messages: dict[str, dict] = {}
+        self.nonces: dict[str, str] = {}   # nonce -> message id
+        self.fail_after_create = 0         # answer this many channel posts with 502 after creating them
+        self._ids = itertools.count(10_000)
+        self._seq = itertools.count(1)
+        self._sockets: list[web.WebSocketResponse] = []
+        self._changed = asyncio.Event()
+        self.identified = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # -- addresses -------------------------------------------------------------------
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/v10"
+
+    @property
+    def gateway_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/gateway"
+
+    def next_id(self) -> str:
+        return str(next(self._ids))
+
+    async def start(self) -> "FakeDiscord":
+        app = web.Application(client_max_size=100 * 2**20)
+        app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/cdn/{name}", self._cdn)
+        app.router.add_route("*", "/api/v10/{path:.+}", self._rest)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+        return self
+
+    async def stop(self) -> None:
+        for ws in list(self._sockets):
+            await ws.close()
+        if self._runner:
+            await self._runner.cleanup()
+
+    # -- what a test does --------------------------------------------------------------
+
+    def member(self, uid: str, roles: tuple[str, ...] = (), permissions: int = EVERYONE_PERMS) -> dict:
+        return {"user": user(uid), "roles": list(roles), "joined_at": now_iso(), "deaf": False, "mute": False,
+                "flags": 0, "permissions": str(permissions)}
+
+    def add_attachment(self, filename: str, data: bytes, size: int | None = None) -> dict:
+        att_id = self.next_id()
+        self.cdn[att_id] = data
+        url = f"http://127.0.0.1:{self.port}/cdn/{att_id}"
+        return {"id": att_id, "filename": filename, "size": len(data) if size is None else size, "url": url,
+                "proxy_url": url, "content_type": "text/plain"}
+
+    async def interaction(self, name: str, options: list[dict] | None = None, *, member: dict | None = None,
+                          attachments: list[dict] = ()) -> dict:
+        """Dispatch a slash command; options: [{'name','type','value'}]."""
+        token = f"itoken-{self.next_id()}"
+        member = member or self.member("6000")
+        data: dict[str, Any] = {"id": self.next_id(), "name": name, "type": 1, "options": options or []}
+        if attachments:
+            data["resolved"] = {"attachments": {a["id"]: a for a in attachments}}
+        payload = {
+            "id": self.next_id(), "application_id": APP_ID, "type": 2, "token": token, "version": 1,
+            "guild_id": GUILD, "channel_id": CHANNEL, "channel": self.channel_payload(), "member": member,
+            "app_permissions": str(EVERYONE_PERMS | (1 << 15)), "locale": "en-US", "guild_locale": "en-US",
+            "attachment_size_limit": 10 * 2**20, "entitlements": [], "context": 0,
+            "authorizing_integration_owners": {"0": GUILD}, "data": data,
+        }
+        await self.dispatch("INTERACTION_CREATE", payload)
+        return payload
+
+    async def message(self, content: str, author_id: str = "6000") -> dict:
+        msg = self.message_payload(CHANNEL, content, user(author_id))
+        msg["guild_id"] = GUILD
+        msg["member"] = {k: v for k, v in self.member(author_id).items() if k not in ("user", "permissions")}
+        await self.dispatch("MESSAGE_CREATE", msg)
+        return msg
+
+    def calls_to(self, method: str, contains: str) -> list[Call]:
+        return [c for c in self.calls if c.method == method and contains in c.path]
+
+    async def wait_for(self, method: str, contains: str, predicate: Callable[[Call], bool] = lambda c: True,
+                       timeout: float = 10.0) -> Call:
+        deadline = time.monotonic() + timeout
+        while True:
+            for call in self.calls:
+                if call.method == method and contains in call.path and predicate(call):
+                    return call
+            left = deadline - time.monotonic()
+            if left <= 0:
+                seen = [(c.method, c.path, c.content[:60]) for c in self.calls]
+                raise AssertionError(f"no {method} {contains} within {timeout}s; calls: {seen}")
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), left)
+            except asyncio.TimeoutError:
+                pass
+
+    # -- payloads -------------------------------------------------------------------------
+
+    def channel_payload(self) -> dict:
+        return {"id": CHANNEL, "type": 0, "name": "general", "position": 0, "guild_id": GUILD,
+                "permission_overwrites": [], "nsfw": False, "parent_id": None}
+
+    def guild_payload(self) -> dict:
+        return {
+            "id": GUILD, "name": "Test Guild", "icon": None, "owner_id": OWNER, "unavailable": False,
+            "member_count": 3, "large": False, "features": [], "emojis": [], "stickers": [],
+            "roles": [
+                {"id": GUILD, "name": "@everyone", "permissions": str(EVERYONE_PERMS), "position": 0},
+                {"id": ADMIN_ROLE, "name": "botadmin", "permissions": str(EVERYONE_PERMS), "position": 1},
+            ],
+            "channels": [self.channel_payload()], "threads": [], "members": [], "voice_states": [],
+            "presences": [], "stage_instances": [], "guild_scheduled_events": [], "soundboard_sounds": [],
+            "premium_tier": 0, "preferred_locale": "en-US", "joined_at": now_iso(), "mfa_level": 0,
+            "verification_level": 0, "explicit_content_filter": 0, "default_message_notifications": 0,
+            "system_channel_flags": 0, "nsfw_level": 0,
+        }
+
+    def message_payload(self, channel_id: str, content: str, author: dict, **extra: Any) -> dict:
+        return {"id": self.next_id(), "channel_id": channel_id, "author": author, "content": content,
+                "timestamp": now_iso(), "edited_timestamp": None, "tts": False, "mention_everyone": False,
+                "mentions": [], "mention_roles": [], "attachments": [], "embeds": [], "pinned": False,
+                "type": 0, "flags": 0, "components": [], **extra}
+
+    # -- gateway ---------------------------------------------------------------------------
+
+    async def dispatch(self, event: str, data: dict) -> None:
+        for ws in list(self._sockets):
+            await ws.send_str(json.dumps({"op": 0, "t": event, "s": next(self._seq), "d": data}))
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        await ws.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 41250}}))
+        async for msg in ws:
+            if msg.type != WSMsgType.TEXT:
+                continue
+            payload = json.loads(msg.data)
+            op = payload.get("op")
+            if op == 1:
+                await ws.send_str(json.dumps({"op": 11}))
+            elif op == 2:
+                self.identify = payload["d"]
+                self._sockets.append(ws)
+                await ws.send_str(json.dumps({"op": 0, "t": "READY", "s": next(self._seq), "d": {
+                    "v": 10, "user": BOT_USER, "guilds": [{"id": GUILD, "unavailable": True}],
+                    "session_id": "session-1", "resume_gateway_url": self.gateway_url,
+                    "application": {"id": APP_ID, "flags": 0}, "private_channels": [], "relationships": []}}))
+                await self.dispatch("GUILD_CREATE", self.guild_payload())
+                self.identified.set()
+        if ws in self._sockets:
+            self._sockets.remove(ws)
+        return ws
+
+    async def _cdn(self, request: web.Request) -> web.Response:
+        data = self.cdn.get(request.match_info["name"])
+        return web.Response(body=data) if data is not None else web.Response(status=404)
+
+    # -- REST ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _json(data: Any, status: int = 200) -> web.Response:
+        return web.Response(body=json.dumps(data).encode(), status=status,
+                            headers={"Content-Type": "application/json"})
+
+    async def _rest(self, request: web.Request) -> web.Response:
+        path = "/" + request.match_info["path"]
+        body: Any = None
+        files: dict[str, tuple[str, bytes]] = {}
+        if request.content_type == "multipart/form-data":
+            form = await request.post()
+            for key, value in form.items():
+                if isinstance(value, web.FileField):
+                    files[key] = (value.filename, value.file.read())
+                elif key == "payload_json":
+                    body = json.loads(value)
+        elif request.can_read_body:
+            body = await request.json()
+        call = Call(request.method, path, body, files, dict(request.query))
+        self.calls.append(call)
+        self._changed.set()
+        answer = self._answer(call)
+        return web.Response(status=204) if answer is None else self._json(*answer)
+
+    def _answer(self, call: Call) -> tuple[Any, ...] | None:
+        m, path, body = call.method, call.path, call.json or {}
+        parts = path.strip("/").split("/")
+        if m == "GET" and path == "/users/@me":
+            return (BOT_USER,)
+        if m == "GET" and path == "/oauth2/applications/@me":
+            return ({"id": APP_ID, "name": "worldbot", "description": "", "icon": None, "bot_public": True,
+                     "bot_require_code_grant": False, "owner": user(OWNER, "owner"), "team": None,
+                     "verify_key": "00", "flags": 0},)
+        if m == "PUT" and parts[0] == "applications":  # command sync: echo with ids
+            return ([{**cmd, "id": self.next_id(), "application_id": APP_ID, "version": "1",
+                      "default_member_permissions": cmd.get("default_member_permissions")} for cmd in body],)
+        if m == "POST" and parts[0] == "interactions":
+            return ({"interaction": {"id": parts[1], "type": 2,
+                                     "response_message_loading": body.get("type") == 5,
+                                     "response_message_ephemeral": bool((body.get("data") or {}).get("flags", 0)
+                                                                        & 64)},
+                     "resource": {"type": body.get("type")}},)
+        if parts[0] == "webhooks":
+            if m == "DELETE":
+                return None
+            return (self._store(self.message_payload(CHANNEL, body.get("content") or "", BOT_USER,
+                                                     webhook_id=APP_ID, attachments=self._attachments(call))),)
+        if parts[0] == "channels" and parts[2:3] == ["messages"]:
+            if m == "POST":
+                nonce = body.get("nonce")
+                if body.get("enforce_nonce") and nonce in self.nonces:  # Discord's de-duplication
+                    return (self.messages[self.nonces[nonce]],)
+                msg = self._store(self.message_payload(parts[1], body.get("content") or "", BOT_USER,
+                                                       attachments=self._attachments(call), nonce=nonce))
+                if nonce:
+                    self.nonces[nonce] = msg["id"]
+                if self.fail_after_create > 0:  # created, but the answer is lost: the client retries
+                    self.fail_after_create -= 1
+                    return ({"message": "502: Bad Gateway", "code": 0}, 502)
+                return (msg,)
+            if m == "PATCH":
+                msg = self.messages.get(parts[3]) or self.message_payload(parts[1], "", BOT_USER, id=parts[3])
+                msg = {**msg, "content": body.get("content", msg["content"]), "edited_timestamp": now_iso()}
+                return (self._store(msg),)
+        return ({"message": f"fake discord: {m} {path} not implemented", "code": 0}, 404)
+
+    def _attachments(self, call: Call) -> list[dict]:
+        return [{"id": self.next_id(), "filename": name, "size": len(data), "url": "http://x/a",
+                 "proxy_url": "http://x/a"} for name, data in call.files.values()]
+
+    def _store(self, msg: dict) -> dict:
+        self.messages[msg["id"]] = msg
+        return msg

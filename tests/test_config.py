@@ -1,0 +1,69 @@
+import logging
+
+import pytest
+
+from engine.config import ConfigError, load_config, parse_config
+from engine.logsetup import RedactSecrets
+
+
+def test_defaults_without_a_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config()
+    assert cfg.jobs.max_concurrent == 2
+    assert cfg.db_path == tmp_path / "data" / "bot.sqlite3"
+
+
+def test_shipped_config_toml_is_valid_and_matches_defaults():
+    from tests.conftest import REPO
+    shipped = load_config(REPO / "config.toml")
+    defaults = parse_config({})
+    # the shipped file documents every key with its default value
+    assert shipped.model_dump(exclude={"source"}) == defaults.model_dump(exclude={"source"})
+
+
+def test_bad_value_names_the_key(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("[jobs]\nmax_concurrent = 0\n")
+    with pytest.raises(ConfigError, match=r"jobs\.max_concurrent") as err:
+        load_config(path)
+    assert "0" in str(err.value)
+
+
+def test_wrong_type_and_unknown_key(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[bot]\nlog_level = "LOUD"\n[jobs]\nmax_concurent = 3\n')
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert "bot.log_level" in str(err.value)
+    assert "jobs.max_concurent: unknown key" in str(err.value)
+
+
+def test_invalid_toml_and_missing_file(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("[bot\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.toml")
+
+
+def test_relative_paths_resolve_against_the_config_file(tmp_path):
+    (tmp_path / "sub").mkdir()
+    path = tmp_path / "sub" / "c.toml"
+    path.write_text('[database]\npath = "db/x.sqlite3"\n')
+    assert load_config(path).db_path == tmp_path / "sub" / "db" / "x.sqlite3"
+
+
+def test_secrets_are_redacted_from_logs(monkeypatch, caplog):
+    monkeypatch.setenv("DISCORD_TOKEN", "super-secret-value-123")
+    logger = logging.getLogger("test.redact")
+    handler = logging.Handler()
+    seen = []
+    handler.emit = lambda record: seen.append(record.getMessage())
+    handler.addFilter(RedactSecrets())
+    logger.addHandler(handler)
+    try:
+        logger.warning("login failed with token %s", "super-secret-value-123")
+    finally:
+        logger.removeHandler(handler)
+    assert seen == ["login failed with token ***"]

@@ -1,0 +1,64 @@
+"""The console chat end to end: a real `python -m bot` process with piped stdin."""
+import sqlite3
+import subprocess
+
+from engine.db import discover_migrations
+from tests.conftest import REPO, bot_command, bot_env
+
+
+def run_bot(tmp_path, stdin: str, *args: str, config_text: str = "", timeout: float = 120):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[bot]\ndata_dir = "data"\n{config_text}')
+    return subprocess.run(bot_command("--config", str(cfg), *args), input=stdin, capture_output=True,
+                          text=True, timeout=timeout, cwd=REPO, env=bot_env())
+
+
+def test_help_then_eof_lists_commands_and_exits_zero(tmp_path):
+    out = run_bot(tmp_path, "/help\n")
+    assert out.returncode == 0, out.stderr
+    assert "Commands:" in out.stdout
+    for name in ("/help", "/jobs", "/cancel", "/resume"):
+        assert name in out.stdout
+
+
+def test_errors_are_clear_and_the_session_goes_on(tmp_path):
+    out = run_bot(tmp_path, "/nosuch\n/cancel\n/help cancel\n/cancel abc\n")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout
+    assert "unknown command /nosuch" in lines
+    assert "missing job. Usage: /cancel <job>" in lines
+    assert "Cancel a running job" in lines
+    assert "no job abc here" in lines
+
+
+def test_db_current_prints_the_schema_version(tmp_path):
+    latest = discover_migrations()[-1].version
+    out = run_bot(tmp_path, "", "db", "current")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("0")  # nothing applied yet: `current` does not upgrade
+    out = run_bot(tmp_path, "", "db", "upgrade")
+    assert f"schema version {latest}" in out.stdout
+    out = run_bot(tmp_path, "", "db", "current")
+    assert out.stdout.strip() == str(latest)
+
+
+def test_newer_database_is_refused_with_a_clear_message(tmp_path):
+    run_bot(tmp_path, "", "db", "upgrade")
+    with sqlite3.connect(tmp_path / "data" / "bot.sqlite3") as conn:
+        conn.execute("INSERT INTO schema_version VALUES (999, 'future', 'now')")
+    out = run_bot(tmp_path, "/help\n")
+    assert out.returncode == 2
+    assert "schema version 999, newer than this bot knows" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_bad_config_value_is_named(tmp_path):
+    out = run_bot(tmp_path, "", config_text="[jobs]\nmax_concurrent = -1\n")
+    assert out.returncode == 2
+    assert "jobs.max_concurrent" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_every_cli_command_has_help(tmp_path):
+    for args in (["--help"], ["run", "--help"], ["db", "--help"], ["db", "current", "--help"]):
+        out = run_bot(tmp_path, "", *args)
+        assert out.returncode == 0 and "usage:" in out.stdout, args

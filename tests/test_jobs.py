@@ -1,0 +1,138 @@
+import asyncio
+
+from engine.db import open_database
+from engine.jobs import (CANCELLED, DONE, FAILED, INTERRUPTED, QUEUED, RUNNING, JobError, JobRunner)
+
+
+async def test_progress_events_reach_every_subscriber(db):
+    runner = JobRunner(db)
+
+    async def work(ctx):
+        for i in range(3):
+            await ctx.progress((i + 1) / 3, f"step {i + 1}")
+        return {"answer": 42}
+
+    runner.register("work", work)
+    seen_a, seen_b = [], []
+    runner.subscribe(lambda e: seen_a.append((e.kind, e.job.state, e.job.message)))
+    runner.subscribe(lambda e: seen_b.append(e.job.progress))
+    job = await runner.submit("work", {}, scope="s", title="Work")
+    watched = [e.job.message async for e in runner.watch(job.id)]
+    done = await runner.wait(job.id)
+    assert done.state == DONE and done.result == {"answer": 42} and done.progress == 1.0
+    assert ("progress", RUNNING, "step 2") in seen_a
+    assert seen_a[-1][1] == DONE
+    assert [p for p in seen_b if p is not None][:3] == [1 / 3, 2 / 3, 1.0]
+    assert "step 3" in watched
+
+
+async def test_cancel_marks_the_job_cancelled(db):
+    runner = JobRunner(db)
+    started = asyncio.Event()
+
+    async def forever(ctx):
+        started.set()
+        await asyncio.sleep(3600)
+
+    runner.register("forever", forever)
+    job = await runner.submit("forever", {}, scope="s")
+    await started.wait()
+    assert await runner.cancel(job.id)
+    assert (await runner.get(job.id)).state == CANCELLED
+    assert not await runner.cancel(job.id)  # no longer running
+
+
+async def test_failures_are_recorded_with_their_message(db):
+    runner = JobRunner(db)
+
+    async def clean(ctx):
+        raise JobError("the document is empty")
+
+    async def bug(ctx):
+        raise KeyError("x")
+
+    runner.register("clean", clean)
+    runner.register("bug", bug)
+    a = await runner.wait((await runner.submit("clean", {}, scope="s")).id)
+    b = await runner.wait((await runner.submit("bug", {}, scope="s")).id)
+    assert (a.state, a.error) == (FAILED, "the document is empty")
+    assert b.state == FAILED and "KeyError" in b.error
+
+
+async def test_concurrency_limit_queues_the_rest(db):
+    runner = JobRunner(db, max_concurrent=1)
+    gate = asyncio.Event()
+    running = []
+
+    async def hold(ctx):
+        running.append(ctx.id)
+        await gate.wait()
+
+    runner.register("hold", hold)
+    first = await runner.submit("hold", {}, scope="s")
+    second = await runner.submit("hold", {}, scope="s")
+    for _ in range(20):
+        await asyncio.sleep(0.01)
+    assert running == [first.id]
+    assert (await runner.get(second.id)).state == QUEUED
+    gate.set()
+    assert (await runner.wait(second.id)).state == DONE
+    assert running == [first.id, second.id]
+
+
+async def test_restart_marks_running_jobs_interrupted_and_resume_uses_checkpoints(config):
+    db = await open_database(config.db_path)
+    runner = JobRunner(db)
+    calls = []
+    reached = asyncio.Event()
+
+    async def steps(ctx):
+        calls.append(dict(ctx.params))
+        start = ctx.params.get("done_steps", 0)
+        for step in range(start, 3):
+            if step == 1 and not ctx.params.get("resumed"):
+                reached.set()
+                await asyncio.sleep(3600)  # the process "dies" here
+            await ctx.update_params(done_steps=step + 1)
+        return {"steps": ctx.params["done_steps"]}
+
+    runner.register("steps", steps)
+    job = await runner.submit("steps", {}, scope="s")
+    await reached.wait()
+    # a crash: the process goes away without any shutdown, leaving the row 'running'
+    runner._tasks[job.id].cancel()  # stop the coroutine, then overwrite what it saved
+    await asyncio.sleep(0.05)
+    await db.execute("UPDATE jobs SET state='running' WHERE id=?", (job.id,))
+    await db.close()
+
+    db2 = await open_database(config.db_path)
+    try:
+        runner2 = JobRunner(db2)
+        runner2.register("steps", steps)
+        interrupted = await runner2.recover()
+        assert [j.id for j in interrupted] == [job.id]
+        assert (await runner2.get(job.id)).state == INTERRUPTED
+        saved = await runner2.get(job.id)
+        assert saved.params["done_steps"] == 1  # the checkpoint survived
+        await db2.execute("UPDATE jobs SET params=json_set(params, '$.resumed', 1) WHERE id=?", (job.id,))
+        await runner2.resume(job.id)
+        final = await runner2.wait(job.id)
+        assert final.state == DONE and final.result == {"steps": 3}
+        assert calls[-1]["done_steps"] == 1  # resumed from the checkpoint, not from scratch
+    finally:
+        await db2.close()
+
+
+async def test_shutdown_interrupts_running_jobs(db):
+    runner = JobRunner(db)
+    started = asyncio.Event()
+
+    async def forever(ctx):
+        started.set()
+        await asyncio.sleep(3600)
+
+    runner.register("forever", forever)
+    job = await runner.submit("forever", {}, scope="s")
+    await started.wait()
+    await runner.shutdown()
+    assert (await runner.get(job.id)).state == INTERRUPTED

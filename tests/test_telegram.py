@@ -1,0 +1,177 @@
+"""The Telegram adapter through the real python-telegram-bot, polling a fake Bot API."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bot.adapters import telegram_adapter
+from tests.chat_helpers import add_test_simulation, make_app
+from tests.fakes.telegram_server import FakeTelegram
+
+TOKEN = "123:TEST"
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+async def tg(tmp_path, monkeypatch):
+    monkeypatch.setenv("TG_TEST_TOKEN", TOKEN)
+    server = await FakeTelegram(TOKEN).start()
+    app = await make_app(tmp_path, telegram={
+        "token_env": "TG_TEST_TOKEN", "base_url": server.base_url, "base_file_url": server.base_file_url,
+        "poll_timeout_s": 1})
+    gate = asyncio.Event()
+    runs = add_test_simulation(app, gate)
+    await app.start()
+    stop = asyncio.Event()
+    task = asyncio.create_task(telegram_adapter.serve(app, stop))
+    await server.wait_for("setMyCommands")
+    yield app, server, runs, gate
+    await app.jobs.shutdown()
+    stop.set()
+    await asyncio.wait_for(task, 20)
+    await app.close()
+    await server.stop()
+
+
+def text_of(call) -> str:
+    return call.params.get("text") or call.params.get("caption") or ""
+
+
+async def test_document_with_caption_runs_a_job_with_progress_edits_and_a_report(tg):
+    app, server, runs, gate = tg
+    server.add_file("doc1", "news.txt", b"The river rose overnight.")
+    server.push_message(55, "/testsim what happens next?",
+                        document={"file_id": "doc1", "file_name": "news.txt", "file_size": 25})
+    started = await server.wait_for("sendMessage", lambda c: "Started" in text_of(c))
+    assert "<code>" in text_of(started)  # `id` rendered as HTML code
+    await server.wait_for("editMessageText", lambda c: "25%" in text_of(c))
+    gate.set()
+    await server.wait_for("editMessageText", lambda c: "75%" in text_of(c))
+    doc = await server.wait_for("sendDocument")
+    assert doc.files["document"][0].startswith("report-")
+    assert b"The river rose overnight." in doc.files["document"][1]
+    await server.wait_for("sendMessage", lambda c: "finished" in text_of(c))
+    assert runs == [{"text": "The river rose overnight.", "requirement": "what happens next?"}]
+    # every edit changed the text (Telegram refuses identical edits)
+    edits = [text_of(c) for c in server.calls_of("editMessageText")]
+    assert all(a != b for a, b in zip(edits, edits[1:]))
+    job = (await app.jobs.list(scope="telegram:55"))[0]
+    assert job.state == "done" and job.channel == "55"
+
+
+async def test_command_replying_to_a_document(tg):
+    app, server, runs, gate = tg
+    gate.set()
+    server.add_file("doc2", "draft.txt", b"A new tax on bread.")
+    original = server.push_message(56, "", document={"file_id": "doc2", "file_name": "draft.txt", "file_size": 19})
+    server.push_message(56, "/testsim reactions?", reply_to=original)
+    await server.wait_for("sendDocument", lambda c: int(c.params["chat_id"]) == 56)
+    assert runs[0]["text"] == "A new tax on bread."
+
+
+async def test_files_over_the_download_limit_are_refused_clearly(tg):
+    app, server, runs, gate = tg
+    server.push_message(57, "/testsim predict", document={
+        "file_id": "big", "file_name": "huge.pdf", "file_size": 25 * 2**20})
+    refusal = await server.wait_for("sendMessage", lambda c: "huge.pdf" in text_of(c))
+    assert "20.0 MiB" in text_of(refusal) and "25.0 MiB" in text_of(refusal)
+    assert not server.calls_of("getFile") and await app.jobs.list() == []
+
+
+async def test_admin_commands_in_groups_need_a_chat_admin(tg):
+    app, server, runs, gate = tg
+    server.push_message(-100, "/settings memory off", user_id=8)
+    refusal = await server.wait_for("sendMessage", lambda c: "administrator" in text_of(c))
+    assert int(refusal.params["chat_id"]) == -100
+    assert await app.get_setting("telegram:-100", "", "memory") is None
+    server.admins.add((-100, 9))
+    server.push_message(-100, "/settings memory off", user_id=9)
+    await server.wait_for("sendMessage", lambda c: "memory set" in text_of(c))
+    assert await app.get_setting("telegram:-100", "", "memory") == "off"
+
+
+async def test_a_slow_handler_does_not_block_other_chats_and_text_is_escaped(tg):
+    app, server, runs, gate = tg
+    release = asyncio.Event()
+
+    @app.commands.command("slow", "waits")
+    async def slow(ctx):
+        await release.wait()
+        await ctx.reply.send("slow done")
+
+    server.push_message(60, "/slow")
+    server.push_message(61, "/help nope<b>")
+    answer = await server.wait_for("sendMessage", lambda c: "nope" in text_of(c))
+    assert "&lt;b&gt;" in text_of(answer) and answer.params["parse_mode"] == "HTML"
+    assert not [c for c in server.calls_of("sendMessage") if "slow done" in text_of(c)]
+    release.set()
+    await server.wait_for("sendMessage", lambda c: "slow done" in text_of(c))
+
+
+async def test_start_greets_and_lists_commands(tg):
+    app, server, runs, gate = tg
+    server.push_message(62, "/start")
+    await server.wait_for("sendMessage", lambda c: "/digest" in text_of(c))
+    names = {c["command"] for c in __import__("json").loads(server.calls_of("setMyCommands")[0].params["commands"])
+             } if isinstance(server.calls_of("setMyCommands")[0].params["commands"], str) else {
+        c["command"] for c in server.calls_of("setMyCommands")[0].params["commands"]}
+    assert {"start", "help", "settings", "digest", "testsim"} <= names
+
+
+async def test_forum_topics_are_their_own_channels(tg):
+    app, server, runs, gate = tg
+    server.push_message(-200, "/digest on 07:00 UTC", user_id=9, thread_id=77)
+    answer = await server.wait_for("sendMessage", lambda c: "Digest on" in text_of(c))
+    assert int(answer.params["message_thread_id"]) == 77
+    sub, = await app.services["scheduler"].subscriptions("telegram:-200")
+    assert sub.channel == "-200:77"
+    assert await app.services["scheduler"].post_digest("telegram:-200", "-200:77")
+    digest = await server.wait_for("sendMessage", lambda c: "Daily digest" in text_of(c))
+    assert int(digest.params["message_thread_id"]) == 77
+
+
+async def test_plain_messages_are_ingested_unless_memory_is_off_for_the_chat(tg):
+    app, server, runs, gate = tg
+    seen = []
+
+    async def listener(msg):
+        seen.append((msg.scope, msg.text))
+    app.listeners.append(listener)
+    server.push_message(70, "/settings memory off")
+    await server.wait_for("sendMessage", lambda c: "memory set" in text_of(c))
+    server.push_message(70, "forget me")
+    server.push_message(71, "remember me")
+    for _ in range(100):
+        if seen:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    assert seen == [("telegram:71", "remember me")]
+
+
+async def test_a_document_command_without_a_document_explains_how_to_attach(tg):
+    app, server, runs, gate = tg
+    server.push_message(72, "/testsim what next?")
+    hint = await server.wait_for("sendMessage", lambda c: "needs a document" in text_of(c))
+    assert "caption" in text_of(hint) and "reply to the file" in text_of(hint)
+    assert await app.jobs.list() == []
+
+
+async def test_other_bots_commands_in_groups_are_ignored(tg):
+    app, server, runs, gate = tg
+    server.push_message(-300, "/weather Berlin")
+    server.push_message(-300, "/help@other_bot")
+    server.push_message(70, "/weather")  # in a private chat an unknown command gets an answer
+    await server.wait_for("sendMessage", lambda c: "unknown command /weather" in text_of(c))
+    server.push_message(-300, "/help@world_bot")
+    await server.wait_for("sendMessage", lambda c: int(c.params["chat_id"]) == -300)
+    group = [c for c in server.calls_of("sendMessage") if int(c.params["chat_id"]) == -300]
+    assert len(group) == 1 and "Commands" in text_of(group[0])
+
+
+async def test_a_failed_download_is_reported(tg):
+    app, server, runs, gate = tg
+    server.push_message(73, "/testsim predict", document={"file_id": "gone", "file_name": "old.txt", "file_size": 9})
+    failure = await server.wait_for("sendMessage", lambda c: "could not download old.txt" in text_of(c))
+    assert "invalid file_id" in text_of(failure) and await app.jobs.list() == []
