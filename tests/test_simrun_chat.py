@@ -124,6 +124,7 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
         rows = await app.db.fetchall("SELECT agent_name, platform FROM sim_interviews WHERE sim_id='c1' ORDER BY id")
         assert len(rows) == 1 + 10 + 2 and rows[0]["agent_name"] == "Ben" and rows[-1]["platform"] == "reddit"
         assert all(p.stat().st_size == 0 for p in (folder / "log").iterdir())  # oasis's debug logs tamed
+        assert "db_path" in (folder / "run.log").read_text()  # oasis's prints went to the log, not the protocol
     finally:
         await app.close()
 

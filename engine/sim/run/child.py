@@ -1,6 +1,6 @@
 """The run's child process: both platforms of one simulation in one asyncio loop.
 
-    python -m engine.sim.run.child <simulation folder>
+    python engine/sim/run/child.py <simulation folder>   (with the repository on PYTHONPATH)
 
 It reads ``run_spec.json`` and ``simulation_config.json`` from the folder, speaks JSON lines
 (see ``protocol``) on stdin/stdout, and writes per platform ``<platform>/actions.jsonl``,
@@ -22,6 +22,9 @@ import time
 import traceback
 from pathlib import Path
 from typing import Any, BinaryIO
+
+if __name__ == "__main__":  # started as a script: its folder must not shadow other modules
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.run import oasis_setup
@@ -163,8 +166,9 @@ class PlatformRunner:
 
     async def _seed_follows(self) -> None:
         edges = follow_edges(self.cfg, self.name, self.spec.follow_density)
-        for follower, followee in edges:
-            await self.graph.get_agent(follower).env.action.follow(followee)
+        # concurrently: each call waits on oasis's channel, which polls every 0.1 s
+        await asyncio.gather(*(self.graph.get_agent(follower).env.action.follow(followee)
+                               for follower, followee in edges))
         self.write({"type": "setup", "follows": len(edges)})
 
     def _max_rowid(self) -> int:
@@ -396,10 +400,9 @@ class Child:
                                            self.spec.timeout_s, self.spec.context_tokens)
             self.usage = oasis_setup.UsageMeter(model)
             names = [p for p in self.spec.platforms if getattr(cfg, p).enabled]
-            for name in names:
-                runner = PlatformRunner(self, name, cfg, model)
-                await runner.open(self.spec.mode)
-                self.runners[name] = runner
+            runners = [PlatformRunner(self, name, cfg, model) for name in names]
+            self.runners = {r.name: r for r in runners}
+            await asyncio.gather(*(r.open(self.spec.mode) for r in runners))
             self.ready.set()
             total = min(cfg.time.rounds, self.spec.max_rounds or cfg.time.rounds)
             self.emit({"type": "ready", "mode": self.spec.mode, "rounds": total,
@@ -432,7 +435,7 @@ class Child:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m engine.sim.run.child <simulation folder>", file=sys.stderr)
+        print("usage: python engine/sim/run/child.py <simulation folder>", file=sys.stderr)
         return 2
     folder = Path(argv[0]).resolve()
     channel = os.fdopen(os.dup(1), "wb", buffering=0)  # the protocol's own stdout
