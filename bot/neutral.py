@@ -33,6 +33,13 @@ class Incoming:
     is_admin: bool = False    # owner / Manage Server / chat admin / configured role
 
 
+def human_size(size: int) -> str:
+    """1536 -> '1.5 KiB', 25 * 2**20 -> '25.0 MiB'."""
+    if size < 2**20:
+        return f"{size / 2**10:.1f} KiB"
+    return f"{size / 2**20:.1f} MiB"
+
+
 def split_text(text: str, limit: int) -> list[str]:
     """Split at paragraph, then line, then word boundaries so no piece exceeds ``limit``."""
     text = text.strip()

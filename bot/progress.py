@@ -6,7 +6,7 @@ import logging
 import time
 
 from bot.neutral import Reply, Sent
-from engine.jobs import DONE, Job, JobEvent
+from engine.jobs import DONE, Job
 
 log = logging.getLogger(__name__)
 

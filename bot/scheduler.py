@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Callable
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
@@ -184,8 +184,8 @@ class Scheduler:
         sub = await self.subscription(scope, channel)
         since = sub.last_sent_at if sub and sub.last_sent_at else (
             datetime.now(timezone.utc) - timedelta(days=1)).isoformat(timespec="seconds")
+        now = datetime.now(timezone.utc).isoformat()  # sub-second: the next digest starts after this one
         text = await build_digest(self.app, scope, since)
-        now = utcnow()
         # Mark it sent before posting: a failed post is lost once, never posted twice.
         if sub is not None:
             await self.app.db.execute(
@@ -198,23 +198,40 @@ class Scheduler:
         return True
 
 
-def _item_text(item: Any) -> str:
-    if isinstance(item, dict):
-        for key in ("text", "summary", "name", "title", "label"):
-            if item.get(key):
-                extra = {k: v for k, v in item.items() if k != key and isinstance(v, (str, int, float))}
-                tail = ", ".join(f"{k} {v}" for k, v in list(extra.items())[:3])
-                return f"{item[key]}" + (f" ({tail})" if tail else "")
-        return ", ".join(f"{k}: {v}" for k, v in item.items())
-    return str(item)
+# The memory service's digest sections, in the order shown, with how one entry reads.
+MEMORY_SECTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
+    ("new_worlds", "New worlds", lambda w: f"{w['topic']} ({w['added']} messages)"),
+    ("grown_worlds", "Grown worlds", lambda w: f"{w['topic']} (+{w['added']} messages, {w['beliefs']} beliefs)"),
+    ("new_beliefs", "New beliefs", lambda b: f"{b['text']} — in {b['topic']}"),
+    ("superseded_beliefs", "Superseded beliefs", lambda b: f"{b['old']} → {b['new']} ({b['topic']})"),
+    ("merges", "Merged worlds", lambda m: f"{m['absorbed_topic']} joined a near-identical world"),
+]
+MAX_ITEMS = 15
+
+
+def _memory_lines(sections: dict) -> list[str]:
+    lines: list[str] = []
+    for key, heading, fmt in MEMORY_SECTIONS:
+        items = sections.get(key) or []
+        if not items:
+            continue
+        lines.append(f"\n{heading}:")
+        for item in items[:MAX_ITEMS]:
+            try:
+                lines.append(f"• {fmt(item)}")
+            except (KeyError, TypeError):
+                lines.append(f"• {item}")
+        if len(items) > MAX_ITEMS:
+            lines.append(f"• … and {len(items) - MAX_ITEMS} more")
+    return lines
 
 
 def _report_link(job) -> str:
     result = job.result or {}
-    for key in ("report_url", "report_path", "report", "path"):
+    for key in ("report_url", "report_path", "report"):
         if isinstance(result.get(key), str):
             return f" — report: {result[key]}"
-    return ""
+    return f" — files: {result['folder']}" if isinstance(result.get("folder"), str) else ""
 
 
 async def build_digest(app: "App", scope: str, since: str) -> str:
@@ -223,18 +240,9 @@ async def build_digest(app: "App", scope: str, since: str) -> str:
     memory = app.services.get("memory")
     if memory is not None and hasattr(memory, "digest"):
         try:
-            sections = await memory.digest(scope, since) or {}
+            lines += _memory_lines(await memory.digest(scope, datetime.fromisoformat(since)) or {})
         except Exception:
             log.exception("memory digest failed for %s", scope)
-            sections = {}
-        for key, items in sections.items():
-            if isinstance(items, (list, tuple)) and items:
-                lines.append(f"\n{key.replace('_', ' ').capitalize()}:")
-                lines += [f"• {_item_text(item)}" for item in items[:15]]
-                if len(items) > 15:
-                    lines.append(f"• … and {len(items) - 15} more")
-            elif isinstance(items, (int, float, str)) and items:
-                lines.append(f"{key.replace('_', ' ').capitalize()}: {items}")
     rows = await app.db.fetchall(
         "SELECT id FROM jobs WHERE scope=? AND kind='simulation' AND (created_at>=? OR finished_at>=?)"
         " ORDER BY created_at", (scope, since, since))

@@ -29,10 +29,20 @@ class RedactSecrets(logging.Filter):
         return True
 
 
+def secret_env_names(config: Config) -> list[str]:
+    """Every environment variable the configuration names as holding a secret (``*_env`` keys)."""
+    names = []
+    for section in config.__dict__.values():
+        for key, value in getattr(section, "__dict__", {}).items():
+            if key.endswith("_env") and isinstance(value, str) and value:
+                names.append(value)
+    return names
+
+
 def setup_logging(config: Config) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RedactSecrets())
+    handler.addFilter(RedactSecrets(secret_env_names(config)))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(config.bot.log_level)

@@ -41,6 +41,7 @@ def bot_env(**extra: str) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), **extra}
     env.pop("DISCORD_TOKEN", None)
     env.pop("TELEGRAM_TOKEN", None)
+    env.pop("TELEGRAM_BOT_TOKEN", None)
     return env
 
 

@@ -128,7 +128,7 @@ def write_environment(sim_dir: Path, sim_id: str = "sim1") -> None:
 async def write_graph(db, sim_id: str, folder: Path) -> None:
     """A small local knowledge graph, stored by the graph step's GraphStore; one fact superseded."""
     from engine.sim.graphstore import GraphStore, NewEdge, NewEntity
-    from engine.sim.vectors import MiniLM
+    from engine.embedder import Embedder
 
     requirement = "How will commuters react to the transit fare hike?"
     await db.execute("INSERT INTO simulations (id, scope, channel, requirement, spec, folder, created_at)"
@@ -144,6 +144,6 @@ async def write_graph(db, sim_id: str, folder: Path) -> None:
              NewEdge(mayor, council, "chairs", "Mayor Jansen chairs the City Council.", "2025-05-01"),
              NewEdge(council, fare, "sets_price", "A single ride costs 2.00 euro.", "2024-01-01", "2026-01-10"),
              NewEdge(council, fare, "sets_price", "A single ride costs 2.40 euro after the hike.", "2026-01-10")]
-    store = GraphStore(db, MiniLM())
+    store = GraphStore(db, Embedder())
     await store.replace(sim_id, entities, edges)
     return store

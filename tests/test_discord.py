@@ -7,7 +7,7 @@ import pytest
 
 from bot.adapters import discord_adapter
 from tests.chat_helpers import add_test_simulation, make_app
-from tests.fakes.discord_server import ADMIN_ROLE, CHANNEL, GUILD, MANAGE_GUILD, EVERYONE_PERMS, FakeDiscord
+from tests.fakes.discord_server import ADMIN_ROLE, CHANNEL, EVERYONE_PERMS, GUILD, MANAGE_GUILD, OWNER, FakeDiscord
 
 pytestmark = pytest.mark.timeout(60)
 EPHEMERAL = 64
@@ -20,12 +20,16 @@ async def fake():
     await server.stop()
 
 
-async def start_bot(tmp_path, monkeypatch, server, **discord_cfg):
+async def start_bot(tmp_path, monkeypatch, server, extra=None, before_start=None, **discord_cfg):
     monkeypatch.setenv("DISCORD_TEST_TOKEN", "fake-token")
     app = await make_app(tmp_path, discord={"token_env": "DISCORD_TEST_TOKEN", "api_base": server.api_base,
                                             "gateway_url": server.gateway_url, **discord_cfg})
     gate = asyncio.Event()
     runs = add_test_simulation(app, gate)
+    if extra:
+        extra(app)
+    if before_start:
+        await before_start(app)
     await app.start()
     stop = asyncio.Event()
     task = asyncio.create_task(discord_adapter.serve(app, stop))
@@ -140,3 +144,80 @@ async def test_sync_publishes_every_command_with_typed_options(tmp_path, monkeyp
     digest = {o["name"]: o for o in published["digest"]["options"]}
     assert [c["value"] for c in digest["action"]["choices"]] == ["on", "off", "now", "status"]
     assert all(len(c["description"]) <= 100 for c in put.json)
+    for command in published.values():  # Discord wants required options first
+        flags = [bool(o.get("required")) for o in command.get("options", [])]
+        assert flags == sorted(flags, reverse=True), command["name"]
+    if "simulate" in published:  # the real command: several documents become files, files2, files3
+        opts = {o["name"]: o for o in published["simulate"]["options"]}
+        assert [opts[n]["type"] for n in ("files", "files2", "files3")] == [11, 11, 11]
+        assert opts["files"]["required"] and not opts["files2"].get("required")
+
+
+
+def add_talker(app):
+    @app.commands.command("bigtalk", "talks a lot")
+    async def bigtalk(ctx):
+        await ctx.reply.send("\n".join(f"line {i} " + "x" * 60 for i in range(40)))  # 2.7k: two messages
+        await ctx.reply.send("y" * 7000)  # too long for messages: one file
+        huge = ctx.app.config.data_dir / "huge.bin"
+        huge.write_bytes(b"0" * 20000)
+        await ctx.reply.upload(huge, "the data")
+
+
+async def test_long_answers_are_split_or_sent_as_files_and_oversized_uploads_explained(tmp_path, monkeypatch, fake):
+    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake, extra=add_talker,
+                                                  max_upload_mb=0.01)
+    try:
+        await fake.interaction("bigtalk")
+        await fake.wait_for("POST", "/webhooks/", lambda c: "huge.bin" in c.content)
+        posts = [c for c in fake.calls_to("POST", "/webhooks/")]
+        texts = [c.content for c in posts if not c.files]
+        assert texts[0].startswith("line 0") and texts[1].rstrip().endswith("x" * 60) and len(texts) == 3
+        assert all(len(t) <= 2000 for t in texts)
+        (name, data), = [f for c in posts for f in c.files.values()]
+        assert name.endswith(".md") and data == b"y" * 7000
+        assert "huge.bin is 19.5 KiB, more than the 10.2 KiB" in texts[2] and "not attached" in texts[2]
+    finally:
+        await stop_bot(app, stop, task)
+
+
+async def test_the_owner_syncs_commands_with_a_message_and_others_cannot(tmp_path, monkeypatch, fake):
+    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake)
+    try:
+        await fake.message("!sync", author_id="6009")  # not the application's owner: ignored
+        await fake.message("!sync", author_id=OWNER)
+        done = await fake.wait_for("POST", f"/channels/{CHANNEL}/messages", lambda c: "Synced" in c.content)
+        assert "testsim" in done.content
+        assert len(fake.calls_to("PUT", f"/guilds/{GUILD}/commands")) == 1
+        assert not fake.calls_to("PUT", "/applications/1000/commands")  # nothing synced globally at start
+    finally:
+        await stop_bot(app, stop, task)
+
+
+async def test_a_retried_channel_post_is_not_posted_twice(tmp_path, monkeypatch, fake):
+    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake)
+    try:
+        fake.fail_after_create = 1  # the first answer is lost after Discord created the message
+        await app.reply_to(f"discord:{GUILD}", CHANNEL).send("the flood digest")
+        posts = fake.calls_to("POST", f"/channels/{CHANNEL}/messages")
+        assert len(posts) == 2 and posts[0].json["nonce"] == posts[1].json["nonce"]
+        assert posts[0].json["enforce_nonce"] is True
+        assert [m["content"] for m in fake.messages.values()].count("the flood digest") == 1
+    finally:
+        await stop_bot(app, stop, task)
+
+
+
+async def test_jobs_interrupted_by_a_restart_are_announced_in_their_channel(tmp_path, monkeypatch, fake):
+    async def left_running(app):  # what a killed process leaves behind
+        await app.db.execute(
+            "INSERT INTO jobs(id, kind, scope, channel, title, params, state, message, created_at, updated_at)"
+            " VALUES ('dead0001', 'simulation', ?, ?, 'simulation of a.txt', '{}', 'running', '', '2026-01-01',"
+            " '2026-01-01')", (f"discord:{GUILD}", CHANNEL))
+
+    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake, before_start=left_running)
+    try:
+        note = await fake.wait_for("POST", f"/channels/{CHANNEL}/messages", lambda c: "dead0001" in c.content)
+        assert "interrupted" in note.content and "/resume dead0001" in note.content
+    finally:
+        await stop_bot(app, stop, task)

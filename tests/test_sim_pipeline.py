@@ -206,3 +206,23 @@ async def test_graph_reading_api(openai_server, db, embedder, tmp_path):
     summary = await store.summary(sim_id)
     assert summary["entities"] == len(await store.entities(sim_id)) and summary["facts"] == len(facts)
     await llm.close()
+
+
+async def test_pipeline_on_an_endpoint_without_json_modes(openai_server, db, embedder, tmp_path):
+    responder = SimResponder()
+
+    def plain_only(body):
+        if "response_format" in body:
+            return Raw(400, {"error": {"message": "unsupported parameter: response_format"}})
+        return responder(body)
+    openai_server.responder = plain_only
+    config = make_config(tmp_path, openai_server)
+    llm, runner, sim_id = await start(db, config, embedder, agents=3, rounds=2)
+    job = await runner.wait((await runner.submit("simulation", {"sim_id": sim_id}, "console:local")).id)
+    assert job.state == "done", job.error
+    assert job.result["steps"]["environment"]["llm_personas"] == 3
+    # the mode is learnt per model: only requests already in flight meet a rejection, later ones are plain
+    rejected = [r["model"] for r in openai_server.requests if "response_format" in r]
+    assert rejected.count("big") == 2 and 2 <= rejected.count("small") <= 2 * config.simulation.extract_concurrency
+    assert all("response_format" not in r for r in openai_server.requests[-2:])  # step 3: plain from the start
+    await llm.close()

@@ -75,7 +75,7 @@ async def test_files_over_the_download_limit_are_refused_clearly(tg):
     server.push_message(57, "/testsim predict", document={
         "file_id": "big", "file_name": "huge.pdf", "file_size": 25 * 2**20})
     refusal = await server.wait_for("sendMessage", lambda c: "huge.pdf" in text_of(c))
-    assert "20.0 MB" in text_of(refusal) and "25.0 MB" in text_of(refusal)
+    assert "20.0 MiB" in text_of(refusal) and "25.0 MiB" in text_of(refusal)
     assert not server.calls_of("getFile") and await app.jobs.list() == []
 
 
@@ -117,3 +117,61 @@ async def test_start_greets_and_lists_commands(tg):
              } if isinstance(server.calls_of("setMyCommands")[0].params["commands"], str) else {
         c["command"] for c in server.calls_of("setMyCommands")[0].params["commands"]}
     assert {"start", "help", "settings", "digest", "testsim"} <= names
+
+
+async def test_forum_topics_are_their_own_channels(tg):
+    app, server, runs, gate = tg
+    server.push_message(-200, "/digest on 07:00 UTC", user_id=9, thread_id=77)
+    answer = await server.wait_for("sendMessage", lambda c: "Digest on" in text_of(c))
+    assert int(answer.params["message_thread_id"]) == 77
+    sub, = await app.services["scheduler"].subscriptions("telegram:-200")
+    assert sub.channel == "-200:77"
+    assert await app.services["scheduler"].post_digest("telegram:-200", "-200:77")
+    digest = await server.wait_for("sendMessage", lambda c: "Daily digest" in text_of(c))
+    assert int(digest.params["message_thread_id"]) == 77
+
+
+async def test_plain_messages_are_ingested_unless_memory_is_off_for_the_chat(tg):
+    app, server, runs, gate = tg
+    seen = []
+
+    async def listener(msg):
+        seen.append((msg.scope, msg.text))
+    app.listeners.append(listener)
+    server.push_message(70, "/settings memory off")
+    await server.wait_for("sendMessage", lambda c: "memory set" in text_of(c))
+    server.push_message(70, "forget me")
+    server.push_message(71, "remember me")
+    for _ in range(100):
+        if seen:
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    assert seen == [("telegram:71", "remember me")]
+
+
+async def test_a_document_command_without_a_document_explains_how_to_attach(tg):
+    app, server, runs, gate = tg
+    server.push_message(72, "/testsim what next?")
+    hint = await server.wait_for("sendMessage", lambda c: "needs a document" in text_of(c))
+    assert "caption" in text_of(hint) and "reply to the file" in text_of(hint)
+    assert await app.jobs.list() == []
+
+
+async def test_other_bots_commands_in_groups_are_ignored(tg):
+    app, server, runs, gate = tg
+    server.push_message(-300, "/weather Berlin")
+    server.push_message(-300, "/help@other_bot")
+    server.push_message(70, "/weather")  # in a private chat an unknown command gets an answer
+    await server.wait_for("sendMessage", lambda c: "unknown command /weather" in text_of(c))
+    server.push_message(-300, "/help@world_bot")
+    await server.wait_for("sendMessage", lambda c: int(c.params["chat_id"]) == -300)
+    group = [c for c in server.calls_of("sendMessage") if int(c.params["chat_id"]) == -300]
+    assert len(group) == 1 and "Commands" in text_of(group[0])
+
+
+async def test_a_failed_download_is_reported(tg):
+    app, server, runs, gate = tg
+    server.push_message(73, "/testsim predict", document={"file_id": "gone", "file_name": "old.txt", "file_size": 9})
+    failure = await server.wait_for("sendMessage", lambda c: "could not download old.txt" in text_of(c))
+    assert "invalid file_id" in text_of(failure) and await app.jobs.list() == []

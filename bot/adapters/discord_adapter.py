@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import secrets
 import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Literal
@@ -26,7 +27,7 @@ from discord.utils import MISSING
 
 from bot.app import App
 from bot.commands.registry import Command
-from bot.neutral import Attachment, Incoming, Reply, Sent
+from bot.neutral import Attachment, Incoming, Reply, Sent, human_size
 from engine.config import Config, DiscordSection, secret
 
 log = logging.getLogger(__name__)
@@ -50,10 +51,6 @@ def point_at(cfg: DiscordSection) -> None:
         Route.BASE = cfg.api_base.rstrip("/")
     if cfg.gateway_url:
         DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(cfg.gateway_url)
-
-
-def mib(size: int) -> str:
-    return f"{size / 2**20:.1f} MiB"
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -138,8 +135,8 @@ class DiscordReply(Reply):
         path = Path(path)
         size, limit = path.stat().st_size, self.adapter.max_upload
         if size > limit:
-            return await self.send(f"{path.name} is {mib(size)}, more than the {mib(limit)} this server accepts "
-                                   f"from bots, so it is not attached. It is kept at {path}.")
+            return await self.send(f"{path.name} is {human_size(size)}, more than the {human_size(limit)} this "
+                                   f"server accepts from bots, so it is not attached. It is kept at {path}.")
         return DiscordSent(await self._post(caption[:MESSAGE_LIMIT], discord.File(path, filename=path.name)))
 
 
@@ -151,7 +148,9 @@ class ChannelReply(DiscordReply):
         self.channel = adapter.client.get_partial_messageable(channel_id)
 
     async def _post(self, content: str, file: discord.File | None = None) -> discord.Message:
-        return await self.channel.send(content=content or None, file=file or MISSING)
+        # discord.py retries 5xx answers; with an enforced nonce Discord returns the message it
+        # already created instead of posting it twice.
+        return await self.channel.send(content=content or None, file=file or MISSING, nonce=secrets.token_hex(12))
 
 
 class InteractionReply(DiscordReply):
@@ -235,9 +234,16 @@ class DiscordAdapter:
         if message.author.bot or message.webhook_id is not None:
             return
         if message.content.strip().startswith("!sync") and await self.is_owner(message.author):
-            where = message.content.split()[1:2]
-            names = await self.sync(None if where == ["global"] else (message.guild.id if message.guild else None))
-            await message.channel.send(f"Synced {len(names)} commands: {', '.join(names)}")
+            # "!sync": this server (in a DM: [discord] sync_guild, else global); "!sync global"
+            if message.content.split()[1:2] == ["global"]:
+                guild_id = None
+            elif message.guild is not None:
+                guild_id = message.guild.id
+            else:
+                guild_id = int(self.cfg.sync_guild) if self.cfg.sync_guild else None
+            names = await self.sync(guild_id)
+            where = f"server {guild_id}" if guild_id else "all servers (global)"
+            await message.channel.send(f"Synced {len(names)} commands to {where}: {', '.join(names)}")
             return
         if not self.cfg.message_content or not message.content.strip():
             return  # without the Message Content intent only commands work
@@ -305,7 +311,8 @@ class DiscordAdapter:
     async def download(self, item: discord.Attachment, interaction: discord.Interaction,
                        reply: Reply) -> Attachment | None:
         if item.size > self.max_download:
-            await reply.error(f"{item.filename} is {mib(item.size)}; the limit is {mib(self.max_download)}.")
+            await reply.error(f"{item.filename} is {human_size(item.size)}; "
+                              f"the limit is {human_size(self.max_download)}.")
             return None
         folder = self.app.config.data_dir / "downloads" / "discord" / str(interaction.channel_id)
         folder.mkdir(parents=True, exist_ok=True)

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from telegram import BotCommand, Message, Update
 from telegram.constants import ChatMemberStatus, ChatType, ParseMode
-from telegram.error import BadRequest
+from telegram.error import BadRequest, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
 
 from bot.app import App
-from bot.neutral import Attachment, Incoming, Reply, Sent
+from bot.neutral import Attachment, Incoming, Reply, Sent, human_size
 from engine.config import Config, secret
 
 log = logging.getLogger(__name__)
@@ -37,10 +37,6 @@ def to_html(text: str) -> str:
 
 def configured(config: Config) -> bool:
     return secret(config.telegram.token_env) is not None
-
-
-def mib(size: int) -> str:
-    return f"{size / 2**20:.1f} MB"
 
 
 class TelegramSent(Sent):
@@ -73,8 +69,8 @@ class TelegramReply(Reply):
         path = Path(path)
         size = path.stat().st_size
         if size > self.max_upload:
-            return await self.send(f"{path.name} is {mib(size)}, more than the {mib(self.max_upload)} a bot may "
-                                   f"upload here. It is kept at {path}.")
+            return await self.send(f"{path.name} is {human_size(size)}, more than the "
+                                   f"{human_size(self.max_upload)} a bot may upload here. It is kept at {path}.")
         short = caption if len(caption) <= CAPTION_LIMIT - 100 else caption[:CAPTION_LIMIT - 101] + "…"
         send = self.bot.send_photo if image else self.bot.send_document
         with path.open("rb") as fh:
@@ -164,14 +160,18 @@ class TelegramAdapter:
             return []
         name = Path(doc.file_name or f"{doc.file_unique_id}.bin").name
         if doc.file_size and doc.file_size > self.max_download:
-            await reply.error(f"{name} is {mib(doc.file_size)}; Telegram lets bots download files up to "
-                              f"{mib(self.max_download)}. Send a smaller file (or split it, or compress it).")
+            await reply.error(f"{name} is {human_size(doc.file_size)}; Telegram lets bots download files up to "
+                              f"{human_size(self.max_download)}. Send a smaller file (or split it, or compress it).")
             return None
         folder = self.app.config.data_dir / "downloads" / "telegram" / str(message.chat.id)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{source.message_id}_{name}"
-        file = await doc.get_file()
-        await file.download_to_drive(path)
+        try:
+            file = await doc.get_file()
+            await file.download_to_drive(path)
+        except TelegramError as err:
+            await reply.error(f"could not download {name}: {err.message}")
+            return None
         return [Attachment(name, path, path.stat().st_size)]
 
     async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -184,8 +184,12 @@ class TelegramAdapter:
         parsed = self.app.split_command(text)
         if parsed is not None:
             head = text.strip()[1:].split(maxsplit=1)[0]
-            if "@" in head and head.split("@", 1)[1].lower() != self.username.lower():
+            addressed = "@" in head
+            if addressed and head.split("@", 1)[1].lower() != self.username.lower():
                 return  # addressed to another bot in this group
+            if (not addressed and message.chat.type != ChatType.PRIVATE and parsed[0] != "start"
+                    and self.app.commands.get(parsed[0]) is None):
+                return  # another bot's command in a shared group: not ours to answer
             if parsed[0] == "start":
                 text = "/help"
                 await reply.send("Hello! I remember this chat's conversations in topic worlds and can "
@@ -204,6 +208,11 @@ class TelegramAdapter:
                 source = message if message.document else message.reply_to_message
                 found = await self._download(message, source, reply) if source else []
                 if found is None:
+                    return
+                needed = [a for a in command.args if a.type == "attachment" and a.required]
+                if needed and not found:
+                    await reply.error(f"/{command.name} needs a document: send the file with `/{command.name} …` "
+                                      "as its caption, or reply to the file with the command.")
                     return
                 incoming.attachments = found
         await self.app.handle(incoming, reply)

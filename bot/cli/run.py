@@ -32,7 +32,8 @@ async def _serve_adapter(name: str, module, app: App, stop: asyncio.Event) -> No
     except asyncio.CancelledError:
         raise
     except Exception as err:  # one adapter failing (bad token, network) leaves the others running
-        log.error("%s adapter stopped: %s: %s", name, type(err).__name__, err)
+        label = name.rsplit(".", 1)[-1].removesuffix("_adapter")
+        log.error("%s adapter stopped: %s: %s", label, type(err).__name__, err)
 
 
 async def run(args, config) -> int:
@@ -72,13 +73,16 @@ async def run(args, config) -> int:
         if not tasks and not console:
             log.error("nothing to run: no chat adapter is configured and the console is off")
             return 1
-        stopper = asyncio.create_task(stop.wait())
-        adapters = asyncio.gather(*tasks)  # _serve_adapter never raises: this ends when all stopped
-        await asyncio.wait([stopper, adapters], return_when=asyncio.FIRST_COMPLETED)
-        stopper.cancel()
-        if not stop.is_set():
-            log.error("every chat adapter stopped; shutting down")
-            status = 1
+        if tasks:
+            stopper = asyncio.create_task(stop.wait())
+            adapters = asyncio.gather(*tasks)  # _serve_adapter never raises: this ends when all stopped
+            await asyncio.wait([stopper, adapters], return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if not stop.is_set():
+                log.error("every chat adapter stopped; shutting down")
+                status = 1
+        else:
+            await stop.wait()
         # Jobs first, while the adapters can still post their "interrupted" notes; then adapters.
         await app.jobs.shutdown()
         if app.background:

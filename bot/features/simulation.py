@@ -14,25 +14,22 @@ from engine.jobs import JobError
 from engine.offload import run_cpu
 from engine.sim import pipeline
 from engine.sim.graphstore import GraphStore
-from engine.sim.vectors import MiniLM
+from engine.embedder import Embedder
 
 
-_minilm = MiniLM()
-
-
-def _embedder(app):
-    """The bot's shared embedder when a feature provides one, else the packaged MiniLM (lazy)."""
-    return app.services.get("embedder") or _minilm
+def _embedder(app) -> Embedder:
+    """The shared embedder service (the model itself is loaded once per process, on first use)."""
+    if "embedder" not in app.services:
+        cfg = app.config.embedder
+        app.services["embedder"] = Embedder(cfg.model, cfg.batch_size, cfg.device)
+    return app.services["embedder"]
 
 
 def setup(app) -> None:
     reg = app.commands
+    _embedder(app)
 
-    async def expose_graph() -> None:
-        # after every feature's setup, so a shared embedder registered later is used
-        app.services["sim_graph"] = GraphStore(app.db, _embedder(app))
-
-    app.on_start.append(expose_graph)
+    app.services["sim_graph"] = GraphStore(app.db, _embedder(app))
 
     async def run_simulation(job):
         llm = app.services.get("llm")

@@ -29,7 +29,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from engine.config import LLMSection, secret
 from engine.db import Database
-from engine.llm.errors import InvalidAnswer, LLMError, LLMNotConfigured
+from engine.llm.errors import InvalidAnswer, LLMError, LLMNotConfigured, RequestRejected
 from engine.llm.schema import extract_json, schema_instruction, schema_name, strict_schema
 from engine.llm.usage import Usage, UsageLedger
 
@@ -145,14 +145,14 @@ class LLMClient:
             try:
                 response = await self._request(self._with_format(history, model_cls, mode), model, job, scope,
                                                **self._format_args(model_cls, mode), **kwargs)
-            except openai.APIStatusError as err:
-                if self.config.json_mode == "auto" and mode != MODES[-1] and _rejects_format(err):
+            except RequestRejected as err:
+                if self.config.json_mode == "auto" and mode != MODES[-1] and _rejects_format(err.cause):
                     weaker = MODES[MODES.index(mode) + 1]
                     log.warning("%s rejected response_format %s (%s); using %s from now on",
                                 self.base_url, mode, err.status_code, weaker)
                     self._modes[model] = weaker
                     continue
-                raise LLMError(f"the LLM endpoint refused the request ({err.status_code}): {_short(err)}") from None
+                raise
             attempt += 1
             choice = response.choices[0]
             content = choice.message.content or ""
@@ -186,7 +186,11 @@ class LLMClient:
         if mode == "json_schema":
             return history
         # json_object needs the word JSON in the prompt; both weaker modes need the schema there.
-        return [*history, {"role": "system", "content": schema_instruction(model_cls)}]
+        # It joins the leading system message: some chat templates refuse a system message later on.
+        instruction = schema_instruction(model_cls)
+        if history and history[0].get("role") == "system" and isinstance(history[0].get("content"), str):
+            return [{**history[0], "content": f"{history[0]['content']}\n\n{instruction}"}, *history[1:]]
+        return [{"role": "system", "content": instruction}, *history]
 
     async def _request(self, messages: list[dict], model: str, job: str | None, scope: str | None,
                        **kwargs: Any) -> ChatCompletion:
@@ -213,6 +217,8 @@ class LLMClient:
             if _transient(err):
                 raise LLMError(f"the LLM endpoint kept failing after {self.config.max_retries + 1} "
                                f"tries: {_short(err)}") from None
+            if isinstance(err, openai.APIStatusError):
+                raise RequestRejected(err) from None
             raise
         if not response.choices:
             raise LLMError("the LLM endpoint answered without any choices")

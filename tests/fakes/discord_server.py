@@ -54,6 +54,8 @@ class FakeDiscord:
         self.calls: list[Call] = []
         self.cdn: dict[str, bytes] = {}
         self.messages: dict[str, dict] = {}
+        self.nonces: dict[str, str] = {}   # nonce -> message id
+        self.fail_after_create = 0         # answer this many channel posts with 502 after creating them
         self._ids = itertools.count(10_000)
         self._seq = itertools.count(1)
         self._sockets: list[web.WebSocketResponse] = []
@@ -263,8 +265,17 @@ class FakeDiscord:
                                                      webhook_id=APP_ID, attachments=self._attachments(call))),)
         if parts[0] == "channels" and parts[2:3] == ["messages"]:
             if m == "POST":
-                return (self._store(self.message_payload(parts[1], body.get("content") or "", BOT_USER,
-                                                         attachments=self._attachments(call))),)
+                nonce = body.get("nonce")
+                if body.get("enforce_nonce") and nonce in self.nonces:  # Discord's de-duplication
+                    return (self.messages[self.nonces[nonce]],)
+                msg = self._store(self.message_payload(parts[1], body.get("content") or "", BOT_USER,
+                                                       attachments=self._attachments(call), nonce=nonce))
+                if nonce:
+                    self.nonces[nonce] = msg["id"]
+                if self.fail_after_create > 0:  # created, but the answer is lost: the client retries
+                    self.fail_after_create -= 1
+                    return ({"message": "502: Bad Gateway", "code": 0}, 502)
+                return (msg,)
             if m == "PATCH":
                 msg = self.messages.get(parts[3]) or self.message_payload(parts[1], "", BOT_USER, id=parts[3])
                 msg = {**msg, "content": body.get("content", msg["content"]), "edited_timestamp": now_iso()}
