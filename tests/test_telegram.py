@@ -174,4 +174,4 @@ async def test_a_failed_download_is_reported(tg):
     app, server, runs, gate = tg
     server.push_message(73, "/testsim predict", document={"file_id": "gone", "file_name": "old.txt", "file_size": 9})
     failure = await server.wait_for("sendMessage", lambda c: "could not download old.txt" in text_of(c))
-    assert "invalid file_id" in text_of(failure) and await app.jobs.list() == []
+    assert "invalid file_id" in text_of(failure).lower() and await app.jobs.list() == []
