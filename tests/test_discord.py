@@ -221,3 +221,18 @@ async def test_jobs_interrupted_by_a_restart_are_announced_in_their_channel(tmp_
         assert "interrupted" in note.content and "/resume dead0001" in note.content
     finally:
         await stop_bot(app, stop, task)
+
+
+async def test_attachments_over_the_download_limit_are_refused_privately(tmp_path, monkeypatch, fake):
+    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake, admin_role="botadmin")
+    try:
+        att = fake.add_attachment("huge.pdf", b"%PDF", size=30 * 2**20)
+        await fake.interaction("testsim", [
+            {"name": "document", "type": 11, "value": att["id"]},
+            {"name": "requirement", "type": 3, "value": "what next?"}],
+            member=fake.member("6001", roles=(ADMIN_ROLE,)), attachments=[att])
+        refusal = await fake.wait_for("POST", "/webhooks/", lambda c: "huge.pdf" in c.content)
+        assert refusal.json["flags"] & EPHEMERAL and "30.0 MiB" in refusal.content and "25.0 MiB" in refusal.content
+        assert await app.jobs.list() == [] and not runs
+    finally:
+        await stop_bot(app, stop, task)
