@@ -84,12 +84,12 @@ async def test_admin_commands_are_refused_ephemerally_without_role_or_manage_ser
         refusal = await fake.wait_for("POST", "/callback")
         assert refusal.json["type"] == 4 and refusal.json["data"]["flags"] & EPHEMERAL
         assert "botadmin" in refusal.json["data"]["content"]
-        assert await app.get_setting(f"discord:{GUILD}", "", "memory") is None
+        assert await app.get_setting(f"discord:{GUILD}", CHANNEL, "memory") is None
         await fake.interaction("settings", [{"name": "key", "type": 3, "value": "memory"},
                                             {"name": "value", "type": 3, "value": "off"}],
                                member=fake.member("6002", permissions=EVERYONE_PERMS | MANAGE_GUILD))
         await fake.wait_for("POST", "/webhooks/", lambda c: "memory set" in c.content)
-        assert await app.get_setting(f"discord:{GUILD}", "", "memory") == "off"
+        assert await app.get_setting(f"discord:{GUILD}", CHANNEL, "memory") == "off"
     finally:
         await stop_bot(app, stop, task)
 

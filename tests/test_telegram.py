@@ -84,11 +84,11 @@ async def test_admin_commands_in_groups_need_a_chat_admin(tg):
     server.push_message(-100, "/settings memory off", user_id=8)
     refusal = await server.wait_for("sendMessage", lambda c: "administrator" in text_of(c))
     assert int(refusal.params["chat_id"]) == -100
-    assert await app.get_setting("telegram:-100", "", "memory") is None
+    assert await app.get_setting("telegram:-100", "-100", "memory") is None
     server.admins.add((-100, 9))
     server.push_message(-100, "/settings memory off", user_id=9)
     await server.wait_for("sendMessage", lambda c: "memory set" in text_of(c))
-    assert await app.get_setting("telegram:-100", "", "memory") == "off"
+    assert await app.get_setting("telegram:-100", "-100", "memory") == "off"
 
 
 async def test_a_slow_handler_does_not_block_other_chats_and_text_is_escaped(tg):
