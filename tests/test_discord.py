@@ -112,7 +112,7 @@ async def test_plain_messages_are_ingested_with_the_message_content_intent(tmp_p
 
     async def listener(msg):
         seen.append(msg)
-    app.listeners.append(listener)
+    app.listeners.insert(0, listener)  # before memory ingestion, which may load a model first
     try:
         assert fake.identify["intents"] & (1 << 15)  # MESSAGE_CONTENT requested
         await fake.message("the bridge reopens on Monday", author_id="6003")

@@ -137,7 +137,7 @@ async def test_plain_messages_are_ingested_unless_memory_is_off_for_the_chat(tg)
 
     async def listener(msg):
         seen.append((msg.scope, msg.text))
-    app.listeners.append(listener)
+    app.listeners.insert(0, listener)  # before memory ingestion, which may load a model first
     server.push_message(70, "/settings memory off")
     await server.wait_for("sendMessage", lambda c: "memory set" in text_of(c))
     server.push_message(70, "forget me")
