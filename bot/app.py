@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 # Feature modules, each with setup(app). Order is the order of /help groups.
 FEATURES = [
     "bot.features.core",
+    "bot.features.memory",
     "bot.features.llm",
     "bot.features.simulation",
     "bot.features.digest",

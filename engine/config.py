@@ -124,13 +124,13 @@ class MemorySection(Section):
     enabled: bool = True
     # Routing: a message joins the most similar world whose cosine similarity to the routing
     # vector reaches base_threshold + maturity_gain x maturity; otherwise a world is born.
-    base_threshold: float = Field(0.22, ge=-1.0, le=1.0)
+    base_threshold: float = Field(0.25, ge=-1.0, le=1.0)
     maturity_gain: float = Field(0.10, ge=0.0, le=1.0)
     # Absorbing moves the centroid by alpha = 1/(access_count+1) x (1 - alpha_damping x maturity).
     alpha_damping: float = Field(0.7, ge=0.0, le=1.0)
     candidates: int = Field(8, ge=1, le=100)
     # Two worlds of a scope whose centroids are at least this similar are merged.
-    merge_threshold: float = Field(0.55, ge=-1.0, le=1.0)
+    merge_threshold: float = Field(0.50, ge=-1.0, le=1.0)
     # Short messages (this many content words or fewer) never give birth: they join a world
     # they clearly match, else the channel's current world if it was active within short_window_s.
     short_max_content_words: int = Field(2, ge=0, le=50)
@@ -139,7 +139,7 @@ class MemorySection(Section):
     # context_messages messages (younger than context_window_s) with weight context_weight.
     context_messages: int = Field(4, ge=0, le=100)
     context_window_s: float = Field(900.0, ge=0.0)
-    context_weight: float = Field(0.3, ge=0.0, lt=1.0)
+    context_weight: float = Field(0.15, ge=0.0, lt=1.0)
     # Belief extraction by the LLM runs per channel every extract_every_n new messages or
     # extract_every_s seconds after the first pending one, whichever comes first.
     extract_every_n: int = Field(20, ge=1)

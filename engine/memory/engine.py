@@ -384,9 +384,11 @@ class MemoryEngine:
             out.setdefault(r["world_id"], []).append(r["message_id"])
         return out
 
-    async def digest(self, scope: str, since: datetime) -> dict:
-        """What changed since ``since``: new and grown worlds, new and superseded beliefs, merges."""
-        since_s = iso(since)
+    async def digest(self, scope: str, since: datetime | str) -> dict:
+        """What changed since ``since``: new and grown worlds, new and superseded beliefs, merges.
+        Each item has a ``text`` line for the digest post plus its details."""
+        since_dt = _aware(parse_ts(since) if isinstance(since, str) else since)
+        since_s = iso(since_dt)
         infos = {w.id: w for w in await self._infos(scope)}
         grown = await self.db.fetchall(
             "SELECT world_id, count(*) AS n FROM memory_messages WHERE scope=? AND ts>=? GROUP BY world_id "
@@ -396,31 +398,33 @@ class MemoryEngine:
             w = infos.get(r["world_id"])
             if w is None:
                 continue
-            entry = {"id": w.id, "topic": w.topic, "added": r["n"], "messages": w.evidence,
+            entry = {"text": w.topic, "id": w.id, "added": r["n"], "messages": w.evidence,
                      "beliefs": w.beliefs, "maturity": round(w.maturity, 3)}
-            (new_worlds if w.created_at >= since else grown_worlds).append(entry)
+            (new_worlds if w.created_at >= since_dt else grown_worlds).append(entry)
         new_beliefs = [
-            {"id": r["id"], "world_id": r["world_id"], "topic": infos[r["world_id"]].topic,
-             "text": f"{r['subject']} {r['predicate']} {r['object']}", "confidence": round(r["confidence"], 3)}
+            {"text": f"{r['subject']} {r['predicate']} {r['object']}", "world": infos[r["world_id"]].topic,
+             "confidence": round(r["confidence"], 2), "id": r["id"], "world_id": r["world_id"]}
             for r in await self.db.fetchall(
                 "SELECT id, world_id, subject, predicate, object, confidence FROM beliefs WHERE scope=? "
                 "AND learned_at>=? AND invalid_at IS NULL ORDER BY learned_at", (scope, since_s))
             if r["world_id"] in infos]
         superseded = [
-            {"world_id": r["world_id"], "topic": infos[r["world_id"]].topic,
-             "old": f"{r['os']} {r['op']} {r['oo']}", "new": f"{r['ns']} {r['np']} {r['no']}",
-             "invalid_at": r["invalid_at"]}
+            {"text": f"{r['os']} {r['op']} {r['oo']} → {r['ns']} {r['np']} {r['no']}",
+             "world": infos[r["world_id"]].topic, "world_id": r["world_id"], "invalid_at": r["invalid_at"]}
             for r in await self.db.fetchall(
                 "SELECT o.world_id, o.subject AS os, o.predicate AS op, o.object AS oo, o.invalid_at, "
                 "n.subject AS ns, n.predicate AS np, n.object AS no FROM beliefs o JOIN beliefs n "
                 "ON n.id = o.superseded_by WHERE o.scope=? AND n.learned_at>=? ORDER BY n.learned_at",
                 (scope, since_s))
             if r["world_id"] in infos]
-        merges = [dict(r) for r in await self.db.fetchall(
-            "SELECT kept_id, absorbed_id, absorbed_topic, similarity, merged_at FROM world_merges "
-            "WHERE scope=? AND merged_at>=? ORDER BY merged_at", (scope, since_s))]
-        return {"scope": scope, "since": since_s, "new_worlds": new_worlds, "grown_worlds": grown_worlds,
-                "new_beliefs": new_beliefs, "superseded_beliefs": superseded, "merges": merges}
+        merges = [
+            {"text": f"“{r['absorbed_topic']}” merged into “{infos[r['kept_id']].topic if r['kept_id'] in infos else r['kept_id']}”",
+             "kept_id": r["kept_id"], "absorbed_id": r["absorbed_id"], "similarity": round(r["similarity"], 3)}
+            for r in await self.db.fetchall(
+                "SELECT kept_id, absorbed_id, absorbed_topic, similarity FROM world_merges "
+                "WHERE scope=? AND merged_at>=? ORDER BY merged_at", (scope, since_s))]
+        return {"new_worlds": new_worlds, "grown_worlds": grown_worlds, "new_beliefs": new_beliefs,
+                "superseded_beliefs": superseded, "merged_worlds": merges}
 
     # -- forgetting and maintenance ----------------------------------------------------
 

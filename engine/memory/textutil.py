@@ -12,7 +12,7 @@ CHAT_FILLER = frozenset({
     "ok", "okay", "yes", "yeah", "yep", "nope", "lol", "haha", "hahaha", "hehe", "lmao", "thanks",
     "thx", "ty", "sure", "cool", "nice", "great", "right", "hmm", "hm", "oh", "ah", "wow", "k",
     "ya", "yup", "agreed", "true", "really", "think", "guess", "maybe", "good", "like", "just",
-    "know", "dont", "don't", "im", "i'm", "it's", "that's", "what's", "gonna", "got", "get",
+    "know", "dont", "don", "im", "gonna", "got", "get",
 })
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS) | CHAT_FILLER
 

@@ -17,7 +17,7 @@ def keyword_topics(docs: dict[str, list[str]], targets: set[str], n_words: int) 
 
     ids = list(docs)
     corpus = [" ".join(docs[w]) for w in ids]
-    vectorizer = CountVectorizer(stop_words=sorted(STOP_WORDS), lowercase=True,
+    vectorizer = CountVectorizer(stop_words=sorted(w for w in STOP_WORDS if "'" not in w), lowercase=True,
                                  token_pattern=r"(?u)\b[^\W\d_][\w-]+\b")
     try:
         counts = vectorizer.fit_transform(corpus)

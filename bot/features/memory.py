@@ -1,0 +1,159 @@
+"""Memory commands (/worlds, /world, /recall, /ask, /forget, /memory) and the listener that
+remembers every plain message of channels that have not opted out."""
+from __future__ import annotations
+
+import time
+from datetime import datetime, timezone
+
+from bot.commands.registry import Arg, CommandContext, UsageError
+from bot.neutral import Incoming
+from engine.embedder import Embedder
+from engine.memory import MemoryEngine, MemoryMessage, RecallResult
+from engine.memory.models import Belief, Evidence
+
+CONFIRM_WINDOW_S = 60.0
+OPT_OUT_KEY = "memory"
+
+
+def ago(ts: datetime) -> str:
+    seconds = (datetime.now(timezone.utc) - ts).total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return "just now"
+
+
+def belief_line(b: Belief) -> str:
+    line = f"[B{b.id}] {b.subject} — {b.predicate} — {b.object} ({b.confidence:.2f})"
+    if not b.active:
+        line = f"✗ {line} · superseded {b.invalid_at:%Y-%m-%d}" + (f" by B{b.superseded_by}" if b.superseded_by else "")
+    return line
+
+
+def evidence_line(e: Evidence) -> str:
+    text = e.text if len(e.text) <= 200 else e.text[:199] + "…"
+    return f"[M{e.id}] {e.author}, {e.ts:%Y-%m-%d %H:%M}: {text}"
+
+
+def recall_text(result: RecallResult) -> str:
+    if result.world is None:
+        return "Nothing remembered in this server or chat yet."
+    w = result.world
+    lines = [f"World `{w.id}` “{w.topic}” (similarity {result.similarity:.2f}, maturity {w.maturity:.2f})"]
+    if result.beliefs:
+        lines += ["Beliefs:"] + [f"  {belief_line(b)}" for b in result.beliefs]
+    if result.evidence:
+        lines += ["Messages:"] + [f"  {evidence_line(e)}" for e in result.evidence]
+    if not result.beliefs and not result.evidence:
+        lines.append("It holds nothing matching.")
+    return "\n".join(lines)
+
+
+def setup(app) -> None:
+    cfg = app.config
+    embedder = Embedder(cfg.embedder.model, cfg.embedder.batch_size, cfg.embedder.device)
+    engine = MemoryEngine(app.db, embedder, cfg.memory)
+    app.services["memory"] = engine
+    reg = app.commands
+    pending_forget: dict[tuple[str, str, str], tuple[str | None, float]] = {}
+
+    async def start() -> None:
+        engine.llm = app.services.get("llm")
+        embedder.warm()  # load torch and the model in the background; /help does not wait
+        await engine.start()
+
+    async def stop() -> None:
+        await engine.close()
+
+    app.on_start.append(start)
+    app.on_stop.append(stop)
+
+    async def remember(msg: Incoming) -> None:
+        if not cfg.memory.enabled or not msg.text.strip():
+            return
+        if await app.get_setting(msg.scope, msg.channel, OPT_OUT_KEY) == "off":
+            return
+        await engine.ingest(MemoryMessage(msg.scope, msg.channel, msg.message_id, msg.author_name,
+                                          msg.text, msg.ts))
+
+    app.listeners.append(remember)
+
+    @reg.command("worlds", "The topic worlds remembered here", group="memory")
+    async def worlds(ctx: CommandContext) -> None:
+        found = await engine.worlds(ctx.scope)
+        if not found:
+            await ctx.reply.send("No worlds yet: nothing remembered in this server or chat.")
+            return
+        lines = [f"{len(found)} worlds, most recently active first:"]
+        for w in found[:30]:
+            lines.append(f"`{w.id}` {w.topic} — maturity {w.maturity:.2f} · {w.evidence} messages · "
+                         f"{w.beliefs} beliefs · active {ago(w.last_active)}")
+        if len(found) > 30:
+            lines.append(f"… and {len(found) - 30} more. /world <name or id> shows one.")
+        await ctx.reply.send("\n".join(lines))
+
+    @reg.command("world", "One world's beliefs, newest first (superseded ones marked ✗)",
+                 [Arg("name", "world id or topic words", type="text")], group="memory")
+    async def world(ctx: CommandContext) -> None:
+        found = await engine.world(ctx.scope, ctx.args["name"])
+        if found is None:
+            raise UsageError(f"no world matches {ctx.args['name']!r}. /worlds lists them.")
+        w, beliefs = found
+        lines = [f"World `{w.id}` “{w.topic}” — maturity {w.maturity:.2f} · {w.evidence} messages · "
+                 f"{w.beliefs} beliefs · born {w.created_at:%Y-%m-%d} · active {ago(w.last_active)}"]
+        lines += [belief_line(b) for b in beliefs[:40]] or ["No beliefs extracted yet."]
+        if len(beliefs) > 40:
+            lines.append(f"… and {len(beliefs) - 40} older ones.")
+        await ctx.reply.send("\n".join(lines))
+
+    @reg.command("recall", "What memory holds about something: its world, beliefs and messages",
+                 [Arg("query", "what to look for", type="text")], group="memory")
+    async def recall(ctx: CommandContext) -> None:
+        await ctx.reply.send(recall_text(await engine.recall(ctx.scope, ctx.args["query"])))
+
+    @reg.command("ask", "Answer a question from memory, citing what it rests on",
+                 [Arg("question", "your question", type="text")], group="memory")
+    async def ask(ctx: CommandContext) -> None:
+        result = await engine.ask(ctx.scope, ctx.args["question"])
+        if result.answer is None:
+            note = ("No language model is configured, so here is what memory holds instead of an answer:\n"
+                    if result.recall.world is not None else "")
+            await ctx.reply.send(note + recall_text(result.recall))
+            return
+        await ctx.reply.send(f"{result.answer}\n\nSources:\n{recall_text(result.recall)}")
+
+    @reg.command("forget", "Forget this channel's memory (all: the whole server or chat, admins); "
+                 "then /forget confirm", [Arg("what", "all or confirm", type="choice",
+                                              choices=("all", "confirm"), required=False)], group="memory")
+    async def forget(ctx: CommandContext) -> None:
+        msg = ctx.message
+        key = (ctx.scope, msg.channel, msg.author_id)
+        what = ctx.args.get("what")
+        if what == "confirm":
+            request = pending_forget.pop(key, None)
+            if request is None or time.monotonic() - request[1] > CONFIRM_WINDOW_S:
+                raise UsageError("nothing to confirm: type /forget (or /forget all) first, then /forget confirm "
+                                 f"within {CONFIRM_WINDOW_S:.0f} s.")
+            channel = request[0]
+            if channel is None and not msg.is_admin:
+                raise UsageError("/forget all needs an administrator of this server or chat.")
+            counts = await engine.forget(ctx.scope, channel)
+            where = "this channel" if channel else "this server or chat"
+            await ctx.reply.send(f"Forgot {where}: {counts['messages']} messages, {counts['beliefs']} beliefs, "
+                                 f"{counts['worlds']} worlds removed.")
+            return
+        if what == "all" and not msg.is_admin:
+            raise UsageError("/forget all needs an administrator of this server or chat.")
+        pending_forget[key] = (None if what == "all" else msg.channel, time.monotonic())
+        where = "everything remembered in this server or chat" if what == "all" else "this channel's memory"
+        await ctx.reply.send(f"This deletes {where} for good. Type /forget confirm within "
+                             f"{CONFIRM_WINDOW_S:.0f} s to go ahead.")
+
+    @reg.command("memory", "Turn remembering this channel's messages on or off",
+                 [Arg("state", "on or off", type="choice", choices=("on", "off"))], group="memory")
+    async def memory(ctx: CommandContext) -> None:
+        state = ctx.args["state"]
+        await app.set_setting(ctx.scope, ctx.message.channel, OPT_OUT_KEY, state)
+        await ctx.reply.send("I remember this channel's messages again." if state == "on" else
+                             "I no longer remember this channel's messages (what I already hold stays; "
+                             "/forget clears it).")
