@@ -175,3 +175,14 @@ async def test_a_failed_download_is_reported(tg):
     server.push_message(73, "/testsim predict", document={"file_id": "gone", "file_name": "old.txt", "file_size": 9})
     failure = await server.wait_for("sendMessage", lambda c: "could not download old.txt" in text_of(c))
     assert "invalid file_id" in text_of(failure).lower() and await app.jobs.list() == []
+
+
+async def test_group_admins_are_recognised_for_commands_that_check_one_action(tg):
+    app, server, runs, gate = tg
+    if app.commands.get("forget") is None:
+        pytest.skip("the memory feature is not part of this build")
+    server.admins.add((-400, 9))
+    server.push_message(-400, "/forget all", user_id=8)
+    await server.wait_for("sendMessage", lambda c: "needs an administrator" in text_of(c))
+    server.push_message(-400, "/forget all", user_id=9)
+    await server.wait_for("sendMessage", lambda c: "/forget confirm" in text_of(c) and "deletes" in text_of(c))
