@@ -119,3 +119,19 @@ CORPORA = ("chatterbot", "bbc")
 
 def load_corpus(name: str, seed: int = 0) -> list[Conversation]:
     return load_conversations(TOPICAL) if name == "chatterbot" else load_bbc(seed=seed)
+
+
+# Replies with no topic of their own, as people post them between contentful messages.
+FILLERS = ("ok", "haha", "lol", "thanks!", "yes", "no way", "really?", "nice", "hmm", "agreed",
+           "what about tomorrow?", "same here", "why?", "makes sense", "wow", "I see")
+
+
+def with_fillers(lines: list[ChatLine], rate: float, seed: int = 0) -> list[ChatLine]:
+    """After each line, with probability ``rate``, a filler reply on the same topic."""
+    rng = random.Random(seed)
+    out = []
+    for line in lines:
+        out.append(line)
+        if rng.random() < rate:
+            out.append(ChatLine(line.topic, line.conversation, rng.choice(FILLERS)))
+    return out

@@ -12,8 +12,10 @@ upkeep runs (merge). Figures per rule, before and after the merge:
 Rules: ``reference`` is the design's rule as written (threshold 0.60 + 0.10 x maturity, merge
 above 0.94, no conversation context); ``ours`` is the configured [memory] section; the
 ``ours -x`` rows switch off one part of ours to show what it contributes.
+``--fillers`` adds replies with no topic of their own ("ok", "haha", "what about tomorrow?"),
+labelled with the topic being discussed, to see what the short-message rule does with them.
 
-    python -m bench.routing [--config config.toml] [--corpus chatterbot|bbc] [--data held-out|all] [--seed 0]
+    python -m bench.routing [--config config.toml] [--corpus chatterbot|bbc] [--data held-out|all] [--fillers 0.2] [--seed 0]
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from pathlib import Path
 
 from sklearn.metrics import normalized_mutual_info_score
 
-from bench.corpus import CORPORA, ChatLine, chat_stream, load_corpus, split_halves
+from bench.corpus import CORPORA, FILLERS, ChatLine, chat_stream, load_corpus, split_halves, with_fillers
 from engine.config import MemorySection, load_config
 from engine.db import open_database
 from engine.embedder import Embedder
@@ -91,11 +93,12 @@ async def run(args) -> None:
     convs = load_corpus(args.corpus, args.seed)
     if args.data == "held-out":
         convs = split_halves(convs, args.seed)[1]
-    lines = chat_stream(convs, run=args.run, seed=args.seed)
+    lines = with_fillers(chat_stream(convs, run=args.run, seed=args.seed), args.fillers, args.seed)
     embedder = Embedder(config.embedder.model, config.embedder.batch_size, config.embedder.device)
     await embedder.embed(["warm up"])
     print(f"{args.corpus} {args.data}: {len(lines)} messages, {len(set(l.topic for l in lines))} topics, "
-          f"{len(convs)} conversations, topic changes every {args.run} conversations")
+          f"{len(convs)} conversations, topic changes every {args.run} conversations, "
+          f"{sum(l.text in FILLERS for l in lines)} filler replies")
     for name, cfg in rules(config.memory).items():
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
@@ -110,6 +113,8 @@ def main() -> None:
     parser.add_argument("--data", choices=["held-out", "all"], default="held-out",
                         help="the half of the corpus bench.calibrate did not see, or all of it")
     parser.add_argument("--run", type=int, default=3, help="conversations per topic before the channel moves on")
+    parser.add_argument("--fillers", type=float, default=0.0,
+                        help="share of messages followed by a reply like 'ok' or 'haha' (default 0)")
     parser.add_argument("--seed", type=int, default=0)
     asyncio.run(run(parser.parse_args()))
 
