@@ -76,16 +76,19 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
         assert finished.state == "done", finished.error
         run = finished.result["steps"]["run"]
         assert run["rounds"] == 3 and run["twitter actions"] > 0 and run["reddit actions"] > 0
-        # the run's requests are counted as the job's LLM usage: 18 + 12 agent steps, 1 interview
-        assert finished.result["llm_calls"] == 3 * 6 + 3 * 4 + 1
+        # the run's requests are the job's LLM usage: 3 rounds of 7 + 5 agent steps, 1 interview
+        assert finished.result["llm_calls"] == 3 * 7 + 3 * 5 + 1
         assert "round 3/3" in capsys.readouterr().out  # the progress message followed the run
 
-        for platform, members in (("twitter", 6), ("reddit", 4)):  # agents 0 and 4: Twitter only
+        for platform, steps in (("twitter", 7), ("reddit", 5)):  # agents 0 and 4: Twitter only
             events = log_events(folder, platform)
             ends = [e for e in events if e["type"] == "round_end"]
             assert [e["round"] for e in ends] == [0, 1, 2]
             assert events[-1]["type"] == "simulation_end" and events[-1]["rounds_done"] == 3
-            assert sum(e["llm_steps"] for e in ends) == 3 * members  # everyone active, one step each
+            assert sum(e["llm_steps"] for e in ends) == 3 * steps  # one step each, two for agent 3
+            # agent 3's second step of a round saw its feed too (its refresh was recorded)
+            assert db_count(folder, platform, "SELECT count(*) FROM trace WHERE action='refresh'"
+                                              " AND user_id=3") == 6
             actions = [e for e in events if e["type"] == "action"]
             posts = sum(1 for e in actions if e["action"] == "create_post")
             assert posts >= 2 and posts == db_count(folder, platform, "SELECT count(*) FROM post")

@@ -205,13 +205,12 @@ class PlatformRunner:
                 for post in posts:
                     manual.setdefault(self.graph.get_agent(post.agent_id), []).append(
                         ManualAction(ActionType.CREATE_POST, {"content": post.content}))
-                clock.time_step = r
-                await self.env.step(manual)
+                clock.at(r, 0)
+                await self._step(manual)
             # An agent with several steps takes them one after another (each sees a fresh feed).
             for k in range(max(steps.values(), default=0)):
-                clock.time_step = r
-                await self.env.step({self.graph.get_agent(a): LLMAction() for a, n in steps.items() if n > k})
-            clock.time_step = r
+                clock.at(r, k + 1)
+                await self._step({self.graph.get_agent(a): LLMAction() for a, n in steps.items() if n > k})
             new = self._log_new_actions(r)
             for _, agent in self.graph.get_agents():
                 oasis_setup.trim_memory(agent, self.spec.memory_rounds)
@@ -231,6 +230,18 @@ class PlatformRunner:
         self.log.flush()
         self.child.emit({"type": "simulation_end", "platform": self.name, "rounds_done": self.rounds_done,
                          "rounds": total_rounds, "stopped": self.rounds_done < total_rounds})
+
+    async def _step(self, actions: dict) -> None:
+        """``env.step``, unless oasis's platform loop dies meanwhile (an uncaught error there
+        would leave every agent waiting on the channel forever)."""
+        step = asyncio.ensure_future(self.env.step(actions))
+        platform = self.env.platform_task
+        await asyncio.wait([step, platform], return_when=asyncio.FIRST_COMPLETED)
+        if not step.done():
+            step.cancel()
+            error = platform.exception() if not platform.cancelled() else None
+            raise Fatal(f"{self.name}: the oasis platform stopped: {error!r}")
+        step.result()
 
     def _log_new_actions(self, round_no: int) -> list[dict]:
         rows = self.platform.db.execute(
