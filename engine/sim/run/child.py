@@ -362,11 +362,10 @@ class Child:
         try:
             if kind == "interview":
                 await self.ready.wait()
-                answers = []
-                for name in request.get("platforms") or list(self.runners):
-                    if name in self.runners:
-                        answers += await self.runners[name].interview(request.get("agent_ids"),
-                                                                      str(request["question"]))
+                names = [n for n in request.get("platforms") or list(self.runners) if n in self.runners]
+                per_platform = await asyncio.gather(*(
+                    self.runners[n].interview(request.get("agent_ids"), str(request["question"])) for n in names))
+                answers = [a for found in per_platform for a in found]
                 if not answers:
                     raise ValueError("no such agent on the requested platforms")
                 self.emit({"type": "reply", "id": rid, "ok": True, "answers": answers, "usage": self.usage_now()})
