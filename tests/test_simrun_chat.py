@@ -39,7 +39,8 @@ async def until(predicate, timeout: float = 120.0):
 
 
 async def test_run_step_both_platforms_interviews_and_chat_control(openai_server, tmp_path, capsys):
-    openai_server.responder = SocialResponder(delay=0.15)  # rounds long enough to ask during one
+    # slow enough to ask during a round
+    responder = openai_server.responder = SocialResponder(delay=0.15)
     path = tmp_path / "config.toml"
     path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n'
                     f'[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 120.0\n')
@@ -128,6 +129,7 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
         assert len(rows) == 1 + 10 + 2 and rows[0]["agent_name"] == "Ben" and rows[-1]["platform"] == "reddit"
         assert all(p.stat().st_size == 0 for p in (folder / "log").iterdir())  # oasis's debug logs tamed
         assert "db_path" in (folder / "run.log").read_text()  # oasis's prints went to the log, not the protocol
+        assert not responder.rejected  # trimmed memories and mid-step interviews kept tool calls whole
     finally:
         await app.close()
 

@@ -20,6 +20,7 @@ import sqlite3
 import sys
 import time
 import traceback
+from collections import defaultdict
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -62,6 +63,9 @@ class PlatformRunner:
         self.trace_rowid = 0
         self.env = self.graph = self.platform = None
         self.log: Any = None
+        # held while an agent takes a step: an interview waits for it, so it never sees the
+        # step's tool call without its result (an API rejects such a conversation)
+        self._busy: dict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     # -- opening ----------------------------------------------------------------------
 
@@ -155,7 +159,8 @@ class PlatformRunner:
         perform = self.env._perform_llm_action  # oasis swallows LLM errors; count them here
 
         async def counted(agent):
-            result = await perform(agent)
+            async with self._busy[agent.social_agent_id]:
+                result = await perform(agent)
             self.llm_steps += 1
             if isinstance(result, Exception):
                 self.llm_errors += 1
@@ -301,7 +306,8 @@ class PlatformRunner:
         answer: dict[str, Any] = {"platform": self.name, "agent_id": agent_id, "name": name,
                                   "round": self.rounds_done}
         try:
-            result = await self.env._perform_interview_action(agent, action.action_args["prompt"])
+            async with self._busy[agent_id]:
+                result = await self.env._perform_interview_action(agent, action.action_args["prompt"])
             answer["answer"] = result["content"] or ""
         except Exception as err:  # one agent's failure must not sink the others' answers
             answer["error"] = f"{type(err).__name__}: {err}"
