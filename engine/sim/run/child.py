@@ -20,6 +20,7 @@ import sqlite3
 import sys
 import time
 import traceback
+from collections import defaultdict
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -62,6 +63,9 @@ class PlatformRunner:
         self.trace_rowid = 0
         self.env = self.graph = self.platform = None
         self.log: Any = None
+        # held while an agent takes a step: an interview waits for it, so it never sees the
+        # step's tool call without its result (an API rejects such a conversation)
+        self._busy: dict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     # -- opening ----------------------------------------------------------------------
 
@@ -155,7 +159,8 @@ class PlatformRunner:
         perform = self.env._perform_llm_action  # oasis swallows LLM errors; count them here
 
         async def counted(agent):
-            result = await perform(agent)
+            async with self._busy[agent.social_agent_id]:
+                result = await perform(agent)
             self.llm_steps += 1
             if isinstance(result, Exception):
                 self.llm_errors += 1
@@ -205,13 +210,12 @@ class PlatformRunner:
                 for post in posts:
                     manual.setdefault(self.graph.get_agent(post.agent_id), []).append(
                         ManualAction(ActionType.CREATE_POST, {"content": post.content}))
-                clock.time_step = r
-                await self.env.step(manual)
+                clock.at(r, 0)
+                await self._step(manual)
             # An agent with several steps takes them one after another (each sees a fresh feed).
             for k in range(max(steps.values(), default=0)):
-                clock.time_step = r
-                await self.env.step({self.graph.get_agent(a): LLMAction() for a, n in steps.items() if n > k})
-            clock.time_step = r
+                clock.at(r, k + 1)
+                await self._step({self.graph.get_agent(a): LLMAction() for a, n in steps.items() if n > k})
             new = self._log_new_actions(r)
             for _, agent in self.graph.get_agents():
                 oasis_setup.trim_memory(agent, self.spec.memory_rounds)
@@ -231,6 +235,18 @@ class PlatformRunner:
         self.log.flush()
         self.child.emit({"type": "simulation_end", "platform": self.name, "rounds_done": self.rounds_done,
                          "rounds": total_rounds, "stopped": self.rounds_done < total_rounds})
+
+    async def _step(self, actions: dict) -> None:
+        """``env.step``, unless oasis's platform loop dies meanwhile (an uncaught error there
+        would leave every agent waiting on the channel forever)."""
+        step = asyncio.ensure_future(self.env.step(actions))
+        platform = self.env.platform_task
+        await asyncio.wait([step, platform], return_when=asyncio.FIRST_COMPLETED)
+        if not step.done():
+            step.cancel()
+            error = platform.exception() if not platform.cancelled() else None
+            raise Fatal(f"{self.name}: the oasis platform stopped: {error!r}")
+        step.result()
 
     def _log_new_actions(self, round_no: int) -> list[dict]:
         rows = self.platform.db.execute(
@@ -290,7 +306,8 @@ class PlatformRunner:
         answer: dict[str, Any] = {"platform": self.name, "agent_id": agent_id, "name": name,
                                   "round": self.rounds_done}
         try:
-            result = await self.env._perform_interview_action(agent, action.action_args["prompt"])
+            async with self._busy[agent_id]:
+                result = await self.env._perform_interview_action(agent, action.action_args["prompt"])
             answer["answer"] = result["content"] or ""
         except Exception as err:  # one agent's failure must not sink the others' answers
             answer["error"] = f"{type(err).__name__}: {err}"
@@ -351,11 +368,10 @@ class Child:
         try:
             if kind == "interview":
                 await self.ready.wait()
-                answers = []
-                for name in request.get("platforms") or list(self.runners):
-                    if name in self.runners:
-                        answers += await self.runners[name].interview(request.get("agent_ids"),
-                                                                      str(request["question"]))
+                names = [n for n in request.get("platforms") or list(self.runners) if n in self.runners]
+                per_platform = await asyncio.gather(*(
+                    self.runners[n].interview(request.get("agent_ids"), str(request["question"])) for n in names))
+                answers = [a for found in per_platform for a in found]
                 if not answers:
                     raise ValueError("no such agent on the requested platforms")
                 self.emit({"type": "reply", "id": rid, "ok": True, "answers": answers, "usage": self.usage_now()})
