@@ -14,7 +14,7 @@ from engine.sim.report.sources import PersonaInterviewer, StoreGraph, load_roste
 from engine.sim.report.stats import compute_stats
 from engine.sim.report.tools import ReportTools, tool_schemas
 from tests.fakes.openai_server import Raw, completion
-from tests.llm_fixtures import db, fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import db, embedder, fake_openai, openai_server  # noqa: F401
 from tests.simdata import sample_simulation, write_environment, write_graph
 
 OUTLINE = {"title": "Fare hike: how commuters respond",
@@ -67,8 +67,8 @@ def folder(tmp_path_factory, tmp_path):
 
 
 @pytest.fixture
-async def graph(folder, db):  # noqa: F811
-    return StoreGraph(await write_graph(db, "sim1", folder), "sim1")
+async def graph(folder, db, embedder):  # noqa: F811
+    return StoreGraph(await write_graph(db, "sim1", folder, embedder), "sim1")
 
 
 @pytest.fixture

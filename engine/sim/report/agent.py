@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 REPORT_DIR = "report"
 CITATION = re.compile(r"\[(?:fact \d+|(?:twitter|reddit) post \d+|agent @[\w.\-]+)\]")
-Progress = Callable[[float | None, str], Awaitable[None]]
+Progress = Callable[[float, str], Awaitable[None]]
 
 WRITER = """You write one section of an analytical report about a multi-agent social-media \
 simulation (Twitter-like and Reddit-like platforms) run to answer a prediction requirement.
@@ -91,11 +91,14 @@ class ReportAgent:
         self.config = config
         self.job, self.scope = job, scope
         self._progress = progress
+        self._fraction = 0.0
         self.native_tools = True   # false once the endpoint has refused tool calling
 
     async def progress(self, fraction: float | None, message: str) -> None:
+        """Report progress; None keeps the fraction last reported (a tool call within a section)."""
+        self._fraction = self._fraction if fraction is None else fraction
         if self._progress:
-            await self._progress(fraction, message)
+            await self._progress(self._fraction, message)
 
     def _context(self) -> str:
         s = self.tools.stats
