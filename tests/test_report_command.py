@@ -8,6 +8,7 @@ import pytest
 
 from bot.app import App
 from bot.neutral import Incoming, Reply, Sent
+from bot.scheduler import build_digest
 from engine.config import parse_config
 from engine.sim import pipeline
 from engine.sim.report.step import step as report_step
@@ -145,3 +146,5 @@ async def test_a_simulation_ending_with_its_report_posts_it_in_its_channel(app, 
     row = await app.db.fetchone("SELECT * FROM sim_reports WHERE sim_id = 'sim1'")
     assert row["path"] == str(folder / "report" / "report.md") and row["unverified"] == 1
     assert row["summary"].startswith("Commuters push back")
+    digest = await build_digest(app, "console:local", "2000-01-01T00:00:00+00:00")
+    assert f"(`{job.id}`) done — report: /report sim1" in digest
