@@ -110,6 +110,14 @@ async def test_report_command_refusals(app, folder, tmp_path):
     job = await app.jobs.wait(job.id)
     assert job.state == "failed" and job.error == "simulation sim2 has not finished its run yet: there is nothing to report"
     assert reply.of("file") == []
+    # while the simulation's own job runs, its last step will write and post the report
+    await app.db.execute("INSERT INTO jobs(id, kind, scope, title, state, created_at, updated_at)"
+                         " VALUES ('pj1', 'simulation', 'console:local', 'simulation sim2', 'running', 'x', 'x')")
+    await app.db.execute("UPDATE simulations SET job_id = 'pj1' WHERE id = 'sim2'")
+    reply.log.clear()
+    await app.handle(said("/report sim2"), reply)
+    assert reply.log == [("send", "Simulation `sim2` is still under way (job `pj1`); its report is written at "
+                                  "the end and posted in its channel.")]
 
 
 async def test_report_as_a_pipeline_step(app, folder, openai_server):  # noqa: F811
