@@ -238,6 +238,8 @@ def _memory_lines(sections: dict) -> list[str]:
 
 def _report_link(job) -> str:
     result = job.result or {}
+    if "report" in result.get("steps", {}):   # written by the pipeline's report step: /report posts it
+        return f" — report: /report {result['sim_id']}"
     for key in ("report_url", "report_path", "report"):
         if isinstance(result.get(key), str):
             return f" — report: {result[key]}"

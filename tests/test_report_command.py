@@ -8,6 +8,7 @@ import pytest
 
 from bot.app import App
 from bot.neutral import Incoming, Reply, Sent
+from bot.scheduler import build_digest
 from engine.config import parse_config
 from engine.sim import pipeline
 from engine.sim.report.step import step as report_step
@@ -109,6 +110,14 @@ async def test_report_command_refusals(app, folder, tmp_path):
     job = await app.jobs.wait(job.id)
     assert job.state == "failed" and job.error == "simulation sim2 has not finished its run yet: there is nothing to report"
     assert reply.of("file") == []
+    # while the simulation's own job runs, its last step will write and post the report
+    await app.db.execute("INSERT INTO jobs(id, kind, scope, title, state, created_at, updated_at)"
+                         " VALUES ('pj1', 'simulation', 'console:local', 'simulation sim2', 'running', 'x', 'x')")
+    await app.db.execute("UPDATE simulations SET job_id = 'pj1' WHERE id = 'sim2'")
+    reply.log.clear()
+    await app.handle(said("/report sim2"), reply)
+    assert reply.log == [("send", "Simulation `sim2` is still under way (job `pj1`); its report is written at "
+                                  "the end and posted in its channel.")]
 
 
 async def test_report_as_a_pipeline_step(app, folder, openai_server):  # noqa: F811
@@ -145,3 +154,5 @@ async def test_a_simulation_ending_with_its_report_posts_it_in_its_channel(app, 
     row = await app.db.fetchone("SELECT * FROM sim_reports WHERE sim_id = 'sim1'")
     assert row["path"] == str(folder / "report" / "report.md") and row["unverified"] == 1
     assert row["summary"].startswith("Commuters push back")
+    digest = await build_digest(app, "console:local", "2000-01-01T00:00:00+00:00")
+    assert f"(`{job.id}`) done — report: /report sim1" in digest
