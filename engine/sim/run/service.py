@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -103,7 +102,6 @@ class _Follow:
     rounds_total: int = 0
     rounds_done: dict[str, int] = field(default_factory=dict)
     actions: dict[str, int] = field(default_factory=dict)
-    ended: set[str] = field(default_factory=set)
     posts: list[dict] = field(default_factory=list)
     error: str = ""
     restart_reason: str = ""
@@ -237,8 +235,6 @@ class SimRuns:
                                + state.posts)[:5]
                 await self._set(sim_id, rounds_done=state.rounds_done, actions=state.actions)
                 await state.saw_usage(event.get("usage"))
-            elif kind == "simulation_end":
-                state.ended.add(event["platform"])
             elif kind == "error":
                 state.error = event["message"]
             elif kind == "idle":
