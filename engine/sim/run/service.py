@@ -106,6 +106,7 @@ class _Follow:
     error: str = ""
     restart_reason: str = ""
     done_status: str = ""
+    stop_reason: str = ""
     usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_KEYS, 0))
     on_usage: UsageSink | None = None
 
@@ -243,6 +244,7 @@ class SimRuns:
                 return
             elif kind == "done":
                 state.done_status = event["status"]
+                state.stop_reason = event.get("stop_reason") or ""
                 await state.saw_usage(event.get("usage"))
             elif kind == "exit":
                 await self._ended(sim_id, state, event["returncode"])
@@ -257,7 +259,8 @@ class SimRuns:
             return
         if state.done_status == "stopped" or (sim_id in self._stopping and returncode is not None):
             await self._set(sim_id, status="stopped", pid=None)
-            raise JobError(f"simulation {sim_id} stopped {where} on request; resume continues from there")
+            reason = state.stop_reason or "on request"
+            raise JobError(f"simulation {sim_id} stopped {where} {reason}; resume continues from there")
         if state.done_status == "failed" or state.error:
             await self._set(sim_id, status="failed", pid=None, error=state.error)
             raise JobError(f"simulation {sim_id} failed {where}: {state.error or 'see run.log'}")
