@@ -149,11 +149,11 @@ class PlatformRunner:
         await self.env.reset()  # starts the platform loop; sign-ups of restored users fail harmlessly
         if memories is not None:
             oasis_setup.restore_memories(self.graph, memories)
-        if mode != "reopen" and self.rounds_done == 0:
-            await self._seed_follows()
-        self.trace_rowid = self._max_rowid()
         self.actions_total = self._count_logged_actions()
         self.log = open(self.dir / ACTIONS_LOG, "a", encoding="utf-8")
+        if mode != "reopen" and self.rounds_done == 0:
+            await self._seed_follows()
+        self.trace_rowid = self._max_rowid()  # the seeded follows are set-up, not round actions
 
     def _count_llm_steps(self) -> None:
         perform = self.env._perform_llm_action  # oasis swallows LLM errors; count them here
