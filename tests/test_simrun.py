@@ -66,7 +66,7 @@ async def until(predicate, timeout: float = 120.0, every: float = 0.1):
 
 async def test_kill_resume_after_restart_and_stop(tmp_path, db, llm):
     folder = tmp_path / "sim"
-    make_sim_folder(folder, agents=6, rounds=5, sim_id="s2")
+    make_sim_folder(folder, agents=6, rounds=8, sim_id="s2")
     llm.responder = SocialResponder(delay=0.3)
     runs = service(db, llm, idle_s=0.5)
     jobs = jobs_for(db, runs)
@@ -101,12 +101,12 @@ async def test_kill_resume_after_restart_and_stop(tmp_path, db, llm):
     # 3. a graceful stop lands at the end of a round
     assert await runs.stop("s2")
     stopped = await jobs.wait(job.id)
-    assert stopped.state == "failed" and "stopped after round" in stopped.error
+    assert stopped.state == "failed" and "stopped after round" in stopped.error and "on request" in stopped.error
     state = await runs.get("s2")
     assert state.status == "stopped" and not state.live
     for platform in ("twitter", "reddit"):
         done = state.rounds_done[platform]
-        assert killed_at < done < 5
+        assert killed_at < done < 8
         events = log_events(folder, platform)
         # rounds cut short by the kill are not in the log twice; the stop ended a whole round
         assert [e["round"] for e in events if e["type"] == "round_end"] == list(range(done))
@@ -122,6 +122,22 @@ async def test_kill_resume_after_restart_and_stop(tmp_path, db, llm):
     assert await jobs.cancel(job.id)
     assert (await jobs.get(job.id)).state == "cancelled"
     assert not child_pid_alive(pid, folder) and (await runs.get("s2")).status == "cancelled"
+
+    # 5. the bot dies: the child sees its stdin close, ends its round and exits by itself
+    await jobs.resume(job.id)
+    before = min((await runs.get("s2")).rounds_done.values())
+    await until(lambda: rounds_done(before + 1))
+    handle = await runs.executor.attach("s2")
+    handle.proc.stdin.close()
+    assert await asyncio.wait_for(handle.wait(), 60) == 0
+    ended = await jobs.wait(job.id)
+    assert ended.state == "failed" and "stopped after round" in ended.error and "parent process went away" in ended.error
+    state = await runs.get("s2")
+    assert state.status == "stopped" and max(state.rounds_done.values()) < 8
+    for platform in ("twitter", "reddit"):
+        events = log_events(folder, platform)
+        assert events[-1]["type"] == "simulation_end" and events[-1]["stopped"]
+        assert [e["round"] for e in events if e["type"] == "round_end"] == list(range(state.rounds_done[platform]))
     await runs.close()
 
 

@@ -83,6 +83,8 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
 
         for platform, steps in (("twitter", 7), ("reddit", 5)):  # agents 0 and 4: Twitter only
             events = log_events(folder, platform)
+            assert events[0]["type"] == "setup" and events[0]["follows"] == db_count(
+                folder, platform, "SELECT count(*) FROM follow")
             ends = [e for e in events if e["type"] == "round_end"]
             assert [e["round"] for e in ends] == [0, 1, 2]
             assert events[-1]["type"] == "simulation_end" and events[-1]["rounds_done"] == 3

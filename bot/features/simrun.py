@@ -11,7 +11,6 @@ import logging
 from pathlib import Path
 
 from bot.commands.registry import Arg, CommandContext, UsageError
-from engine.jobs import JobError
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.run import step
 from engine.sim.run.service import Answer, SimRuns
@@ -126,9 +125,6 @@ def setup(app) -> None:
         platforms = None if platform == "both" else [platform]
         who = "all agents" if agent_ids is None else f"{len(agent_ids)} agent(s)"
         await ctx.reply.send(f"Asking {who} of simulation `{row['id']}`… (a finished run is reopened first)")
-        try:
-            answers = await service.interview(row["id"], agent_ids, ctx.args["question"], platforms,
-                                              asked_by=f"{ctx.message.platform}:{ctx.message.author_id}")
-        except JobError as err:
-            raise UsageError(str(err)) from None
+        answers = await service.interview(row["id"], agent_ids, ctx.args["question"], platforms,
+                                          asked_by=f"{ctx.message.platform}:{ctx.message.author_id}")
         await ctx.reply.send(format_answers(row["id"], ctx.args["question"].strip(), answers))

@@ -149,11 +149,11 @@ class PlatformRunner:
         await self.env.reset()  # starts the platform loop; sign-ups of restored users fail harmlessly
         if memories is not None:
             oasis_setup.restore_memories(self.graph, memories)
-        if mode != "reopen" and self.rounds_done == 0:
-            await self._seed_follows()
-        self.trace_rowid = self._max_rowid()
         self.actions_total = self._count_logged_actions()
         self.log = open(self.dir / ACTIONS_LOG, "a", encoding="utf-8")
+        if mode != "reopen" and self.rounds_done == 0:
+            await self._seed_follows()
+        self.trace_rowid = self._max_rowid()  # the seeded follows are set-up, not round actions
 
     def _count_llm_steps(self) -> None:
         perform = self.env._perform_llm_action  # oasis swallows LLM errors; count them here
@@ -332,6 +332,7 @@ class Child:
         self.stopping = asyncio.Event()   # finish the current round, then end
         self.closing = asyncio.Event()    # end the idle time
         self.ready = asyncio.Event()      # platforms open: interviews can be served
+        self.stop_reason = ""
         self.last_activity = time.monotonic()
         self.tasks: set[asyncio.Task] = set()
         self.usage: oasis_setup.UsageMeter | None = None
@@ -343,6 +344,7 @@ class Child:
         try:
             self.channel.write(encode(event))
         except (BrokenPipeError, OSError):  # nobody listens any more: wind down
+            self.stop_reason = self.stop_reason or "its parent process went away"
             self.stopping.set()
             self.closing.set()
 
@@ -359,7 +361,9 @@ class Child:
             task = asyncio.create_task(self._handle(request))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
-        self.stopping.set()  # the parent is gone
+        if not self.stopping.is_set():
+            self.stop_reason = "its parent process went away"
+        self.stopping.set()
         self.closing.set()
 
     async def _handle(self, request: dict) -> None:
@@ -376,6 +380,7 @@ class Child:
                     raise ValueError("no such agent on the requested platforms")
                 self.emit({"type": "reply", "id": rid, "ok": True, "answers": answers, "usage": self.usage_now()})
             elif kind == "stop":
+                self.stop_reason = self.stop_reason or "on request"
                 self.stopping.set()
                 self.closing.set()
                 self.emit({"type": "reply", "id": rid, "ok": True})
@@ -444,7 +449,7 @@ class Child:
                     await runner.close()
                 except Exception as err:
                     print(f"closing {runner.name}: {err}", file=sys.stderr)
-        self.emit({"type": "done", "status": status, "usage": self.usage_now(),
+        self.emit({"type": "done", "status": status, "usage": self.usage_now(), "stop_reason": self.stop_reason,
                    "rounds_done": {n: r.rounds_done for n, r in self.runners.items()}})
         return code
 

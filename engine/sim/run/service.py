@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
@@ -103,11 +102,11 @@ class _Follow:
     rounds_total: int = 0
     rounds_done: dict[str, int] = field(default_factory=dict)
     actions: dict[str, int] = field(default_factory=dict)
-    ended: set[str] = field(default_factory=set)
     posts: list[dict] = field(default_factory=list)
     error: str = ""
     restart_reason: str = ""
     done_status: str = ""
+    stop_reason: str = ""
     usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_KEYS, 0))
     on_usage: UsageSink | None = None
 
@@ -237,8 +236,6 @@ class SimRuns:
                                + state.posts)[:5]
                 await self._set(sim_id, rounds_done=state.rounds_done, actions=state.actions)
                 await state.saw_usage(event.get("usage"))
-            elif kind == "simulation_end":
-                state.ended.add(event["platform"])
             elif kind == "error":
                 state.error = event["message"]
             elif kind == "idle":
@@ -247,6 +244,7 @@ class SimRuns:
                 return
             elif kind == "done":
                 state.done_status = event["status"]
+                state.stop_reason = event.get("stop_reason") or ""
                 await state.saw_usage(event.get("usage"))
             elif kind == "exit":
                 await self._ended(sim_id, state, event["returncode"])
@@ -261,7 +259,8 @@ class SimRuns:
             return
         if state.done_status == "stopped" or (sim_id in self._stopping and returncode is not None):
             await self._set(sim_id, status="stopped", pid=None)
-            raise JobError(f"simulation {sim_id} stopped {where} on request; resume continues from there")
+            reason = state.stop_reason or "on request"
+            raise JobError(f"simulation {sim_id} stopped {where} {reason}; resume continues from there")
         if state.done_status == "failed" or state.error:
             await self._set(sim_id, status="failed", pid=None, error=state.error)
             raise JobError(f"simulation {sim_id} failed {where}: {state.error or 'see run.log'}")
