@@ -113,9 +113,11 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--loop-queries", type=int, default=20, help="queries timed for the Python loop")
     parser.add_argument("--ef", type=int, help="hnswlib ef at query time (default: memory.index_ef)")
+    parser.add_argument("--m", type=int, help="hnswlib M, links per node (default: memory.index_m)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    cfg = MemorySection() if args.ef is None else MemorySection(index_ef=args.ef)
+    defaults = MemorySection()
+    cfg = MemorySection(index_ef=args.ef or defaults.index_ef, index_m=args.m or defaults.index_m)
     rng = np.random.default_rng(args.seed)
     pool = RealPool(rng, args.queries) if "real" in args.data else None
     for size in args.sizes:
