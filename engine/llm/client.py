@@ -147,9 +147,12 @@ class LLMClient:
             except RequestRejected as err:
                 if self.config.json_mode == "auto" and mode != MODES[-1] and _rejects_format(err.cause):
                     weaker = MODES[MODES.index(mode) + 1]
-                    log.warning("%s rejected response_format %s (%s); using %s from now on",
-                                self.base_url, mode, err.status_code, weaker)
-                    self._modes[model] = weaker
+                    # a request sent before another one learnt a weaker mode must not bring back a
+                    # stronger one that is already known to fail
+                    if MODES.index(self.mode_for(model)) < MODES.index(weaker):
+                        log.warning("%s rejected response_format %s (%s); using %s from now on",
+                                    self.base_url, mode, err.status_code, weaker)
+                        self._modes[model] = weaker
                     continue
                 raise
             attempt += 1
