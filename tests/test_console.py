@@ -16,7 +16,8 @@ def run_bot(tmp_path, stdin: str, *args: str, config_text: str = "", timeout: fl
 def test_help_then_eof_lists_commands_and_exits_zero(tmp_path):
     out = run_bot(tmp_path, "/help\n")
     assert out.returncode == 0, out.stderr
-    assert "Commands:" in out.stdout
+    assert out.stdout.splitlines()[:3] == [
+        "Commands:", "[general]", "  /help [<command>] — List the commands, or explain one"]
     for name in ("/help", "/jobs", "/cancel", "/resume"):
         assert name in out.stdout
 
