@@ -164,6 +164,7 @@ class MemorySection(Section):
     # Topic names are recomputed when a world has grown by this factor since last named.
     topic_refresh_growth: float = Field(2.0, gt=1.0)
     topic_keywords: int = Field(3, ge=1, le=10)
+    topic_delay_s: float = Field(10.0, ge=0.0)  # renaming waits this long after growth, batching it
     # hnswlib parameters of the per-scope centroid index.
     index_m: int = Field(16, ge=4, le=128)
     index_ef_construction: int = Field(200, ge=10)

@@ -1,6 +1,7 @@
 """Routing and lifecycle semantics of the memory engine, with the real embedder."""
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 
@@ -147,4 +148,18 @@ async def test_dead_worlds_are_removed_at_start(tmp_path):
     db, engine = await open_engine(tmp_path / "m.db", base_threshold=0.99)
     assert [w.id for w in await engine.worlds(chat.scope)] == [keep.world_id]
     assert len(engine._scopes[chat.scope].index) == 1
+    await close_engine(db, engine)
+
+
+async def test_topics_are_renamed_in_the_background_as_worlds_grow(tmp_path):
+    db, engine = await open_engine(tmp_path / "m.db", base_threshold=0.1, topic_delay_s=0)
+    chat = Chat()
+    for text in (PANDAS, PANDAS_2, "pandas groupby on a big csv is slow"):
+        await engine.ingest(chat.msg(text))
+    for _ in range(200):
+        worlds = await engine.worlds(chat.scope)
+        if " · " in worlds[0].topic:
+            break
+        await asyncio.sleep(0.02)
+    assert set(worlds[0].topic.split(" · ")[:2]) == {"pandas", "csv"}, worlds[0].topic
     await close_engine(db, engine)

@@ -526,7 +526,7 @@ class MemoryEngine:
 
     async def _topics_later(self, scope: str) -> None:
         try:
-            await asyncio.sleep(min(self.cfg.extract_every_s, 10.0))
+            await asyncio.sleep(self.cfg.topic_delay_s)
             await self.refresh_topics(scope)
         except asyncio.CancelledError:
             raise
