@@ -24,6 +24,8 @@ FEATURES = [
     "bot.features.memory",
     "bot.features.llm",
     "bot.features.simulation",
+    "bot.features.simrun",
+    "bot.features.report",
     "bot.features.digest",
 ]
 

@@ -35,7 +35,7 @@ async def db(tmp_path):
 
 @pytest.fixture(scope="session")
 def embedder():
-    """The packaged MiniLM, loaded once per test session."""
-    from engine.sim.vectors import MiniLM
+    """The packaged MiniLM (loaded once per process, on first use)."""
+    from engine.embedder import Embedder
 
-    return MiniLM()
+    return Embedder()

@@ -11,20 +11,27 @@ from engine.sim.envmodels import (CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES
 NAMES = ["Ada", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana"]
 
 
-def make_sim_folder(folder: Path, agents: int = 6, rounds: int = 3, sim_id: str = "s1") -> SimulationConfig:
+def make_sim_folder(folder: Path, agents: int = 6, rounds: int = 3, sim_id: str = "s1",
+                    everyone_everywhere: bool = False) -> SimulationConfig:
+    """Everyone is active in every round, once; but agent 3 twice, agents 0 and 4 are on Twitter
+    only and agent 1 posts an event on Reddit in round 1, unless ``everyone_everywhere`` (all
+    agents on both platforms once a round, the initial post only)."""
     folder.mkdir(parents=True, exist_ok=True)
+    names = [NAMES[i] if i < len(NAMES) else f"Agent{i}" for i in range(agents)]
     cfg = SimulationConfig(
         sim_id=sim_id, requirement="How will the town react to the new bridge toll?",
         time=TimeConfig(total_hours=rounds, minutes_per_round=60, rounds=rounds, start_hour=9),
-        agents=[AgentConfig(agent_id=i, name=NAMES[i], username=NAMES[i].lower(), entity_type="Person",
-                            activity_level=1.0, active_hours=list(range(24)), posts_per_hour=1.0,
+        agents=[AgentConfig(agent_id=i, name=names[i], username=names[i].lower(), entity_type="Person",
+                            activity_level=1.0, active_hours=list(range(24)),
+                            posts_per_hour=2.0 if i == 3 and not everyone_everywhere else 1.0,
                             influence=1.0 + i % 3, stance=("supportive", "opposing", "neutral")[i % 3],
-                            platforms=["twitter", "reddit"] if i % 4 else ["twitter"])
+                            platforms=["twitter", "reddit"] if i % 4 or everyone_everywhere else ["twitter"])
                 for i in range(agents)],
         events=EventConfig(hot_topics=["bridge toll"], narrative="The council announced a toll.",
                            initial_posts=[InitialPost(agent_id=0, content="The toll starts Monday.", round=0)],
-                           scheduled_events=[ScheduledEvent(round=1, agent_id=1, platform="reddit",
-                                                            content="BREAKING: council delays the toll")]),
+                           scheduled_events=[] if everyone_everywhere else [
+                               ScheduledEvent(round=1, agent_id=1, platform="reddit",
+                                              content="BREAKING: council delays the toll")]),
         seed=7)
     (folder / CONFIG_FILE).write_text(cfg.model_dump_json(indent=1), encoding="utf-8")
     with open(folder / TWITTER_PROFILES, "w", newline="", encoding="utf-8") as f:

@@ -73,12 +73,16 @@ async def _play(sim_dir: Path, platform: str, script) -> None:
 
 def build_simulation(sim_dir: Path, scripts: dict | None = None) -> Path:
     """Write the sample run into ``sim_dir``; oasis writes its ./log files into sim_dir too."""
+    from concurrent.futures import ThreadPoolExecutor
+
     sim_dir.mkdir(parents=True, exist_ok=True)
     cwd = os.getcwd()
     os.chdir(sim_dir)   # importing oasis creates ./log
     try:
-        for platform, script in (scripts or {"twitter": TWITTER, "reddit": REDDIT}).items():
-            asyncio.run(_play(sim_dir, platform, script))
+        # in a thread of its own: asyncio.run must not replace the event loop of an async test
+        with ThreadPoolExecutor(1) as pool:
+            for platform, script in (scripts or {"twitter": TWITTER, "reddit": REDDIT}).items():
+                pool.submit(asyncio.run, _play(sim_dir, platform, script)).result()
     finally:
         os.chdir(cwd)
     return sim_dir
@@ -121,14 +125,15 @@ def write_environment(sim_dir: Path, sim_id: str = "sim1") -> None:
     (sim_dir / REDDIT_PROFILES).write_text(json.dumps(personas), encoding="utf-8")
 
 
-async def write_graph(db, sim_id: str, folder: Path) -> None:
+async def write_graph(db, sim_id: str, folder: Path, embedder):
     """A small local knowledge graph, stored by the graph step's GraphStore; one fact superseded."""
     from engine.sim.graphstore import GraphStore, NewEdge, NewEntity
-    from engine.sim.vectors import MiniLM
+    from engine.embedder import Embedder
 
-    await db.execute("INSERT INTO simulations (id, scope, channel, requirement, folder, created_at)"
-                     " VALUES (?, 'console:local', 'console', ?, ?, '2026-01-01')",
-                     (sim_id, "How will commuters react to the transit fare hike?", str(folder)))
+    requirement = "How will commuters react to the transit fare hike?"
+    await db.execute("INSERT INTO simulations (id, scope, channel, requirement, spec, folder, created_at)"
+                     " VALUES (?, 'console:local', 'console', ?, ?, ?, '2026-01-01')",
+                     (sim_id, requirement, json.dumps({"documents": [], "requirement": requirement}), str(folder)))
     entities = [NewEntity("City Council", "Organization", "The elected council that sets transit fares."),
                 NewEntity("Commuters Union", "Organization", "Represents daily public-transport riders."),
                 NewEntity("Transit fare", "Policy", "The price of a single bus or tram ride."),
@@ -139,6 +144,6 @@ async def write_graph(db, sim_id: str, folder: Path) -> None:
              NewEdge(mayor, council, "chairs", "Mayor Jansen chairs the City Council.", "2025-05-01"),
              NewEdge(council, fare, "sets_price", "A single ride costs 2.00 euro.", "2024-01-01", "2026-01-10"),
              NewEdge(council, fare, "sets_price", "A single ride costs 2.40 euro after the hike.", "2026-01-10")]
-    store = GraphStore(db, MiniLM())
+    store = GraphStore(db, Embedder())
     await store.replace(sim_id, entities, edges)
     return store

@@ -57,7 +57,8 @@ async def test_falls_back_to_json_object_and_remembers(openai_server):
     kinds = [(r.get("response_format") or {}).get("type") for r in openai_server.requests]
     assert kinds == ["json_schema", "json_object"]
     # the schema travels in the prompt in json_object mode
-    assert '"required"' in openai_server.requests[1]["messages"][-1]["content"]
+    first = openai_server.requests[1]["messages"][0]
+    assert first["role"] == "system" and '"required"' in first["content"]
     await llm.structured(Person, [{"role": "user", "content": "again"}])
     assert (openai_server.requests[2].get("response_format") or {}).get("type") == "json_object"
     await llm.close()
@@ -190,4 +191,42 @@ async def test_scope_budget_per_day(openai_server, db):
     with pytest.raises(BudgetExceeded, match="today's LLM budget"):
         await llm.chat([{"role": "user", "content": "hi"}], scope="telegram:1")
     await llm.chat([{"role": "user", "content": "hi"}], scope="telegram:2")
+    await llm.close()
+
+
+async def test_other_refusals_are_one_clear_llm_error(openai_server):
+    openai_server.responder = lambda body: Raw(404, {"error": {"message": "model m does not exist"}})
+    llm = make(openai_server)
+    with pytest.raises(LLMError, match=r"refused the request \(404\).*does not exist"):
+        await llm.chat([{"role": "user", "content": "hi"}])
+    assert len(openai_server.requests) == 1  # not retried
+    await llm.close()
+
+
+def test_strict_schema_keeps_properties_named_like_keywords():
+    from engine.llm.schema import strict_schema
+
+    class Item(BaseModel):
+        title: str
+        examples: list[str] = []
+        default: int = 3
+
+    class Outer(BaseModel):
+        items: list[Item]
+
+    schema = strict_schema(Outer)
+    item = schema["$defs"]["Item"]
+    assert set(item["properties"]) == set(item["required"]) == {"title", "examples", "default"}
+    assert "default" not in item["properties"]["default"] and item["additionalProperties"] is False
+    assert "title" not in schema and "title" not in item
+
+
+async def test_a_bare_list_is_taken_for_the_wrapping_object(openai_server):
+    class People(BaseModel):
+        people: list[Person]
+
+    openai_server.responder = lambda body: json.dumps([GOOD, GOOD])
+    llm = make(openai_server)
+    assert len((await llm.structured(People, [{"role": "user", "content": "who?"}])).people) == 2
+    assert len(openai_server.requests) == 1
     await llm.close()

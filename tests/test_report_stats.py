@@ -99,3 +99,11 @@ def test_charts_of_an_empty_run(tmp_path):
     assert stats.total_actions == 0 and stats.posts == [] and stats.interactions == []
     for path in draw_charts(stats, sim).values():
         assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_quiet_rounds_count_as_rounds(sim):
+    with (sim / "reddit" / "actions.jsonl").open("a") as log:
+        log.write('\n{"type": "round_start", "round": 3}\n{"type": "round_end", "round": 3, "actions": 0}\n')
+    stats = compute_stats(sim)
+    assert stats.rounds["reddit"] == {0: 2, 1: 3, 2: 2, 3: 0}
+    assert stats.rounds_done == 4

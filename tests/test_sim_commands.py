@@ -3,12 +3,16 @@ console adapter, against the fake endpoint."""
 from __future__ import annotations
 
 import json
+import re
+import sqlite3
 from pathlib import Path
 
 from bot.adapters.console import Console
 from bot.app import App
 from bot.cli import main
 from engine.config import load_config
+from tests.fakes.openai_server import Raw
+from tests.fakes.report_responder import PipelineResponder
 from tests.fakes.sim_responder import SimResponder
 from tests.llm_fixtures import embedder, fake_openai, openai_server  # noqa: F401
 
@@ -29,19 +33,36 @@ default_agents = 5
     return path
 
 
-def test_cli_runs_steps_1_to_3_and_says_where_it_stops(openai_server, embedder, tmp_path, capsys):
-    openai_server.responder = SimResponder()
+def test_cli_runs_all_five_steps_and_says_where_the_report_is(openai_server, embedder, tmp_path, capsys):
+    responder = PipelineResponder()
+    openai_server.responder = responder
     cfg = write_config(tmp_path, openai_server)
     out_dir = tmp_path / "mysim"
     code = main(["--config", str(cfg), "simulate", str(SAMPLE), "--requirement", "What happens next?",
-                 "--agents", "3", "--rounds", "2", "--out", str(out_dir)])
+                 "--agents", "6", "--rounds", "3", "--out", str(out_dir)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert "1/3 ontology" in captured.err and "3/3 environment" in captured.err  # one bar per step
-    assert "stopped after step 3 (environment)" in captured.out
+    assert "1/5 ontology" in captured.err and "4/5 run" in captured.err and "5/5 report" in captured.err
+    assert f"report: {out_dir / 'report' / 'report.md'}" in captured.out
+    assert f"charts: {out_dir / 'report' / 'charts'}" in captured.out
     config = json.loads((out_dir / "simulation_config.json").read_text())
-    assert len(config["agents"]) == 3 and config["time"]["rounds"] == 2
+    assert len(config["agents"]) == 6 and config["time"]["rounds"] == 3
     assert (out_dir / "documents" / SAMPLE.name).read_bytes() == SAMPLE.read_bytes()
+    # the run: actions in both databases and both logs
+    for platform in ("twitter", "reddit"):
+        with sqlite3.connect(out_dir / platform / f"{platform}.db") as conn:
+            assert conn.execute("SELECT count(*) FROM trace WHERE action NOT IN ('sign_up', 'refresh')").fetchone()[0]
+        lines = [json.loads(x) for x in (out_dir / platform / "actions.jsonl").read_text().splitlines()]
+        assert any(x["type"] == "action" for x in lines)
+    # the report: sections citing the run's posts and agents, interviews of the live agents, charts
+    report = (out_dir / "report" / "report.md").read_text()
+    assert "## 1. How the discussion unfolded" in report and "## 2. What agents expect next" in report
+    assert re.search(r"most engaged post was by @\w+ \[(twitter|reddit) post \d+\]", report)
+    assert re.search(r"\[agent @\w+\] said: \"My view on 'What do you expect to happen next\?'", report)
+    for chart in ("activity", "action_mix", "top_agents", "interactions"):
+        assert f"(charts/{chart}.png)" in report and (out_dir / "report" / "charts" / f"{chart}.png").exists()
+    assert responder.report.counts["persona"] == 0      # interviews went to the run's own agents
+    assert responder.report.counts["outline"] == 1 and responder.report.counts["summary"] == 1
 
 
 def test_cli_refuses_bad_input(openai_server, tmp_path, capsys):
@@ -52,6 +73,10 @@ def test_cli_refuses_bad_input(openai_server, tmp_path, capsys):
     assert "notes.xyz: unsupported file type" in capsys.readouterr().err
     assert main(["--config", str(cfg), "simulate", str(SAMPLE)]) == 2
     assert "--requirement" in capsys.readouterr().err
+    used = tmp_path / "used"
+    (used / "extraction").mkdir(parents=True)
+    assert main(["--config", str(cfg), "simulate", str(SAMPLE), "-r", "x", "--out", str(used)]) == 2
+    assert "is not empty" in capsys.readouterr().err
     assert not openai_server.requests
 
 
@@ -85,3 +110,29 @@ async def test_chat_commands_through_the_console(openai_server, embedder, tmp_pa
         assert "no simulation nope" in capsys.readouterr().out
     finally:
         await app.close()
+
+
+def test_cli_resume_continues_at_the_unfinished_step(openai_server, embedder, tmp_path, capsys):
+    responder = PipelineResponder()
+    broken = {"on": True}
+
+    def respond(body):
+        if broken["on"] and '"personas"' in json.dumps(body.get("response_format", {})):
+            return Raw(401, {"error": {"message": "bad key"}})
+        return responder(body)
+    openai_server.responder = respond
+    cfg = write_config(tmp_path, openai_server)
+    assert main(["--config", str(cfg), "simulate", str(SAMPLE), "-r", "What next?", "--agents", "3",
+                 "--rounds", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "refused the API key" in err and "--resume" in err
+    sim_id = err.split("--resume ", 1)[1].split()[0]
+    asked = dict(responder.sim.counts)
+
+    broken["on"] = False
+    assert main(["--config", str(cfg), "simulate", "--resume", sim_id]) == 0
+    assert f"simulation {sim_id}" in capsys.readouterr().out
+    assert responder.sim.counts["ontology"] == asked["ontology"] == 1
+    assert responder.sim.counts["extraction"] == asked["extraction"]
+    assert responder.sim.counts["personas"] == 1  # the failed batch, asked again once
+    assert main(["--config", str(cfg), "simulate", "--resume", "nope"]) == 2

@@ -1,6 +1,6 @@
-"""Step 4 end to end: the real child process, camel-oasis and the openai client against a fake
-OpenAI-compatible server. Each child start imports oasis (torch, transformers): the tests keep
-the number of starts low and reuse each run for several checks."""
+"""Control of step 4: kill -9 of the child, resume after a restart, a graceful stop mid-run.
+The real child process, camel-oasis and the openai client run against the fake server; each
+child start imports oasis (torch, transformers), so one run serves every check."""
 from __future__ import annotations
 
 import asyncio
@@ -14,7 +14,7 @@ import pytest
 
 from engine.db import open_database
 from engine.jobs import JobRunner
-from engine.sim.run.executor import LocalExecutor
+from engine.sim.run.executor import LocalExecutor, child_pid_alive
 from engine.sim.run.protocol import ACTIONS_LOG, platform_db
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
 from tests.fakes.openai_server import FakeOpenAI, SocialResponder
@@ -64,73 +64,9 @@ async def until(predicate, timeout: float = 120.0, every: float = 0.1):
     return result
 
 
-async def test_run_both_platforms_with_interviews_during_and_after(tmp_path, db, llm):
+async def test_kill_resume_after_restart_and_stop(tmp_path, db, llm):
     folder = tmp_path / "sim"
-    cfg = make_sim_folder(folder, agents=6, rounds=3)
-    runs = service(db, llm)
-    jobs = jobs_for(db, runs)
-    llm.responder = SocialResponder(delay=0.15)  # rounds long enough to ask during one
-    progress: list = []
-    jobs.subscribe(lambda e: progress.append(e.job.message) if e.kind == "progress" else None)
-    job = await jobs.submit("sim_run", {"sim_id": "s1", "folder": str(folder)}, scope="console:local")
-
-    async def some_round_done():
-        state = await runs.get("s1")
-        return state and any(state.rounds_done.values()) and state.status == "running"
-    await until(some_round_done)
-    during = await runs.interview("s1", [1], "Will you pay the toll?", ["twitter"], asked_by="test")
-    assert len(during) == 1 and during[0].name == "Ben" and "Will you pay the toll?" in during[0].answer
-    assert during[0].round < cfg.time.rounds
-
-    finished = await jobs.wait(job.id)
-    assert finished.state == "done", finished.error
-    assert finished.result["rounds_done"] == {"twitter": 3, "reddit": 3}
-    assert any("round" in m and "actions" in m for m in progress)
-    state = await runs.get("s1")
-    assert state.status == "idle" and state.live  # kept open for interviews
-
-    for platform, members in (("twitter", 6), ("reddit", 4)):  # agents 0 and 4 are on Twitter only
-        events = log_events(folder, platform)
-        ends = [e for e in events if e["type"] == "round_end"]
-        assert [e["round"] for e in ends] == [0, 1, 2]
-        assert events[-1]["type"] == "simulation_end" and events[-1]["rounds_done"] == 3
-        actions = [e for e in events if e["type"] == "action"]
-        assert actions and {e["agent_id"] for e in actions} <= set(range(6))
-        assert sum(e["llm_steps"] for e in ends) == 3 * members  # everyone active, one step each
-        assert db_count(folder, platform, "SELECT count(*) FROM post") >= 2
-        assert db_count(folder, platform, "SELECT count(*) FROM trace WHERE action='interview'") >= (
-            1 if platform == "twitter" else 0)
-    # the initial post went out on both platforms in round 0, the event on Reddit in round 1
-    assert any(e["info"].get("content") == "The toll starts Monday." and e["round"] == 0
-               for e in log_events(folder, "reddit") if e["type"] == "action")
-    assert any(e["info"].get("content") == "BREAKING: council delays the toll" and e["round"] == 1
-               for e in log_events(folder, "reddit") if e["type"] == "action")
-    assert not any("BREAKING" in str(e.get("info")) for e in log_events(folder, "twitter"))
-
-    after = await runs.interview("s1", None, "How did it go?", None)  # everyone, both platforms
-    assert sorted((a.platform, a.agent_id) for a in after) == sorted(
-        [("twitter", i) for i in range(6)] + [("reddit", i) for i in (1, 2, 3, 5)])
-    assert all(a.answer and not a.error for a in after)
-
-    assert await runs.release("s1")
-    await until(lambda: _status_is(runs, "s1", "completed"), timeout=30)
-    reopened = await runs.interview("s1", [3], "Looking back, what changed?", ["reddit"])
-    assert reopened[0].answer and reopened[0].round == 3
-    assert await runs.release("s1")
-    recorded = await runs.interviews("s1")
-    assert len(recorded) == 1 + 10 + 1 and recorded[0].question == "Will you pay the toll?"
-    assert not (folder / "log").exists() or all(p.stat().st_size == 0 for p in (folder / "log").iterdir())
-    await runs.close()
-
-
-async def _status_is(runs: SimRuns, sim_id: str, status: str) -> bool:
-    state = await runs.get(sim_id)
-    return state is not None and state.status == status
-
-
-async def test_stop_kill_and_resume_after_restart(tmp_path, db, llm):
-    folder = tmp_path / "sim"
-    make_sim_folder(folder, agents=6, rounds=4, sim_id="s2")
+    make_sim_folder(folder, agents=6, rounds=5, sim_id="s2")
     llm.responder = SocialResponder(delay=0.3)
     runs = service(db, llm, idle_s=0.5)
     jobs = jobs_for(db, runs)
@@ -141,41 +77,54 @@ async def test_stop_kill_and_resume_after_restart(tmp_path, db, llm):
         return state and state.status == "running" and state.rounds_done and min(
             state.rounds_done.values()) >= at_least
 
-    # 1. a graceful stop lands at the end of a round
+    # 1. kill -9 of the child is detected and reported
     await until(lambda: rounds_done(1))
-    assert await runs.stop("s2")
-    stopped = await jobs.wait(job.id)
-    assert stopped.state == "failed" and "stopped after round" in stopped.error
     state = await runs.get("s2")
-    assert state.status == "stopped" and not state.live
-    done_at_stop = dict(state.rounds_done)
-    assert 1 <= min(done_at_stop.values()) < 4
+    os.kill(state.pid, signal.SIGKILL)
+    crashed = await jobs.wait(job.id)
+    assert crashed.state == "failed" and "killed by signal 9" in crashed.error
+    state = await runs.get("s2")
+    assert state.status == "failed" and not state.live
+    killed_at = min(state.rounds_done.values())
 
-    # 2. a restart: new job runner and run service over the same database resume the run
+    # 2. a restart: a new job runner and run service over the same database resume the run
+    #    from its last completed round, with the agents' memories of that round
     runs = service(db, llm, idle_s=0.5)
     jobs = jobs_for(db, runs)
     await jobs.recover()
     await runs.recover()
     await jobs.resume(job.id)
-    await until(lambda: rounds_done(min(done_at_stop.values()) + 1))
+    await until(lambda: rounds_done(killed_at + 1))
     state = await runs.get("s2")
-    assert "resumed at round" in state.restart_reason
+    assert "twitter resumed at round" in state.restart_reason and "reddit resumed at round" in state.restart_reason
 
-    # 3. kill -9 of the child is detected and reported
-    os.kill(state.pid, signal.SIGKILL)
-    crashed = await jobs.wait(job.id)
-    assert crashed.state == "failed" and "killed by signal 9" in crashed.error
-    assert (await runs.get("s2")).status == "failed"
-
-    # 4. and the run resumes from its last checkpoint to the end
-    await jobs.resume(job.id)
-    finished = await jobs.wait(job.id)
-    assert finished.state == "done", finished.error
+    # 3. a graceful stop lands at the end of a round
+    assert await runs.stop("s2")
+    stopped = await jobs.wait(job.id)
+    assert stopped.state == "failed" and "stopped after round" in stopped.error
+    state = await runs.get("s2")
+    assert state.status == "stopped" and not state.live
     for platform in ("twitter", "reddit"):
+        done = state.rounds_done[platform]
+        assert killed_at < done < 5
         events = log_events(folder, platform)
-        ends = [e["round"] for e in events if e["type"] == "round_end"]
-        assert ends == [0, 1, 2, 3]  # rounds cut short by the stop or the kill are not duplicated
+        # rounds cut short by the kill are not in the log twice; the stop ended a whole round
+        assert [e["round"] for e in events if e["type"] == "round_end"] == list(range(done))
+        assert events[-1] == {**events[-1], "type": "simulation_end", "rounds_done": done, "stopped": True}
         posts_in_log = sum(1 for e in events if e["type"] == "action" and e["action"] == "create_post")
         assert posts_in_log == db_count(folder, platform, "SELECT count(*) FROM post WHERE original_post_id IS NULL")
-    await until(lambda: _status_is(runs, "s2", "completed"), timeout=30)
+
+    # 4. cancelling the job terminates the child's process group at once
+    await jobs.resume(job.id)
+    await until(lambda: _live(runs))
+    pid = (await runs.get("s2")).pid
+    assert child_pid_alive(pid, folder)
+    assert await jobs.cancel(job.id)
+    assert (await jobs.get(job.id)).state == "cancelled"
+    assert not child_pid_alive(pid, folder) and (await runs.get("s2")).status == "cancelled"
     await runs.close()
+
+
+async def _live(runs: SimRuns) -> bool:
+    state = await runs.get("s2")
+    return bool(state and state.live and state.pid)

@@ -13,7 +13,8 @@ from engine.documents import DocumentError, check_document
 from engine.jobs import JobError
 from engine.sim import pipeline
 
-FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation"]
+FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.simrun",
+            "bot.features.report"]
 SCOPE = "console:local"
 
 
@@ -44,7 +45,7 @@ class _Bars:
             self.close()
             self.step = data["step"]
             self.bar = tqdm(total=100, desc=f"{data['step_index'] + 1}/{data['steps']} {self.step}",
-                            file=self.stream, leave=True, bar_format="{desc:<16} {bar} {percentage:3.0f}% {postfix}")
+                            file=self.stream, leave=True, bar_format="{desc:<16} {bar} {percentage:3.0f}%{postfix}")
         fraction = data.get("step_fraction")
         if fraction is not None and self.bar is not None:
             self.bar.n = int(round(fraction * 100))
@@ -99,10 +100,10 @@ async def simulate(args, config) -> int:
             shown = ", ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, (list, dict)))
             print(f"  {name}: {shown}")
         print(f"folder: {result.get('folder')}")
-        names = [n for n, _ in pipeline.STEPS]
-        if "run" not in names:
-            print(f"stopped after step {len(names)} ({names[-1]}): the run and report steps are not part of "
-                  "this build yet; the prepared environment is in the folder above.")
+        report = result.get("steps", {}).get("report")
+        if report:
+            print(f"report: {report['report']}")
+            print(f"charts: {report['charts_dir']}")
         return 0
     finally:
         bars.close()

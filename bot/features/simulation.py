@@ -14,31 +14,28 @@ from engine.jobs import JobError
 from engine.offload import run_cpu
 from engine.sim import pipeline
 from engine.sim.graphstore import GraphStore
-from engine.sim.vectors import MiniLM
+from engine.embedder import Embedder
 
 
-_minilm = MiniLM()
-
-
-def _embedder(app):
-    """The bot's shared embedder when a feature provides one, else the packaged MiniLM (lazy)."""
-    return app.services.get("embedder") or _minilm
+def _embedder(app) -> Embedder:
+    """The shared embedder service (the model itself is loaded once per process, on first use)."""
+    if "embedder" not in app.services:
+        cfg = app.config.embedder
+        app.services["embedder"] = Embedder(cfg.model, cfg.batch_size, cfg.device)
+    return app.services["embedder"]
 
 
 def setup(app) -> None:
     reg = app.commands
+    _embedder(app)
 
-    async def expose_graph() -> None:
-        # after every feature's setup, so a shared embedder registered later is used
-        app.services["sim_graph"] = GraphStore(app.db, _embedder(app))
-
-    app.on_start.append(expose_graph)
+    app.services["sim_graph"] = GraphStore(app.db, _embedder(app))
 
     async def run_simulation(job):
         llm = app.services.get("llm")
         if llm is None:
             raise JobError("no LLM is configured: set [llm] base_url in config.toml")
-        handler = pipeline.job_handler(app.db, app.config, llm, _embedder(app))
+        handler = pipeline.job_handler(app.db, app.config, llm, _embedder(app), app.services["sim_graph"])
         return await handler(job)
 
     app.jobs.register("simulation", run_simulation)
@@ -86,15 +83,23 @@ def setup(app) -> None:
                  f"{_clip(r['requirement'], 60)}" for r in rows]
         await ctx.reply.send("\n".join(lines))
 
-    @reg.command("sim", "Details of one simulation", [
-        Arg("action", "what to show", type="choice", choices=("status",)),
+    @reg.command("sim", "One simulation: its status, or stop or resume its run", [
+        Arg("action", "status, stop (at the end of the round) or resume", type="choice",
+            choices=("status", "stop", "resume")),
         Arg("id", "simulation id")], group="simulation")
     async def sim(ctx: CommandContext) -> None:
         sim_id = ctx.args["id"]
         row = await app.db.fetchone("SELECT * FROM simulations WHERE id=? AND scope=?", (sim_id, ctx.scope))
         if row is None:
             raise UsageError(f"no simulation {sim_id} here. /sims lists them.")
-        await ctx.reply.send(await status_text(app, row))
+        action = ctx.args["action"]
+        if action == "status":
+            await ctx.reply.send(await status_text(app, row))
+            return
+        if "sim_runs" not in app.services:
+            raise UsageError("simulation runs are not enabled in this bot")
+        from bot.features import simrun
+        await (simrun.sim_stop if action == "stop" else simrun.sim_resume)(app, ctx, row)
 
 
 def _clip(text: str, n: int) -> str:
@@ -118,6 +123,10 @@ async def status_text(app, row) -> str:
                           if isinstance(v, (int, float, str)) and not isinstance(v, bool))
         lines.append(f"{number}. {name}: done · {info['llm_calls']} LLM calls, {info['tokens']:,} tokens"
                      + (f" · {facts}" if facts else ""))
+    if "sim_runs" in app.services:
+        from bot.features import simrun
+        if (line := await simrun.run_status_line(app, row["id"])) is not None:
+            lines.append(line)
     if job is not None and job.state in ("interrupted", "failed", "cancelled"):
         lines.append(f"/resume {job.id} continues from the first unfinished step.")
     return "\n".join(lines)

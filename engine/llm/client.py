@@ -29,8 +29,8 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from engine.config import LLMSection, secret
 from engine.db import Database
-from engine.llm.errors import InvalidAnswer, LLMError, LLMNotConfigured
-from engine.llm.schema import extract_json, schema_instruction, schema_name, strict_schema
+from engine.llm.errors import InvalidAnswer, LLMError, LLMNotConfigured, RequestRejected
+from engine.llm.schema import coerce, extract_json, schema_instruction, schema_name, strict_schema
 from engine.llm.usage import Usage, UsageLedger
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,6 @@ class LLMClient:
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self.usage = UsageLedger(config, db)
         self._modes: dict[str, str] = {}  # model -> structured mode known to work on this endpoint
-        self.requests = 0  # requests sent (including retries), for benchmarks and tests
 
     async def close(self) -> None:
         await self._client.close()
@@ -145,19 +144,19 @@ class LLMClient:
             try:
                 response = await self._request(self._with_format(history, model_cls, mode), model, job, scope,
                                                **self._format_args(model_cls, mode), **kwargs)
-            except openai.APIStatusError as err:
-                if self.config.json_mode == "auto" and mode != MODES[-1] and _rejects_format(err):
+            except RequestRejected as err:
+                if self.config.json_mode == "auto" and mode != MODES[-1] and _rejects_format(err.cause):
                     weaker = MODES[MODES.index(mode) + 1]
                     log.warning("%s rejected response_format %s (%s); using %s from now on",
                                 self.base_url, mode, err.status_code, weaker)
                     self._modes[model] = weaker
                     continue
-                raise LLMError(f"the LLM endpoint refused the request ({err.status_code}): {_short(err)}") from None
+                raise
             attempt += 1
             choice = response.choices[0]
             content = choice.message.content or ""
             try:
-                data = extract_json(content)
+                data = coerce(model_cls, extract_json(content))
                 return model_cls.model_validate(data)
             except (ValidationError, ValueError) as err:
                 errors = _describe(err)
@@ -186,7 +185,11 @@ class LLMClient:
         if mode == "json_schema":
             return history
         # json_object needs the word JSON in the prompt; both weaker modes need the schema there.
-        return [*history, {"role": "system", "content": schema_instruction(model_cls)}]
+        # It joins the leading system message: some chat templates refuse a system message later on.
+        instruction = schema_instruction(model_cls)
+        if history and history[0].get("role") == "system" and isinstance(history[0].get("content"), str):
+            return [{**history[0], "content": f"{history[0]['content']}\n\n{instruction}"}, *history[1:]]
+        return [{"role": "system", "content": instruction}, *history]
 
     async def _request(self, messages: list[dict], model: str, job: str | None, scope: str | None,
                        **kwargs: Any) -> ChatCompletion:
@@ -203,7 +206,6 @@ class LLMClient:
             async for attempt in retrying:
                 with attempt:
                     async with self._slots:
-                        self.requests += 1
                         response = await self._client.chat.completions.create(
                             model=model, messages=messages, **kwargs)
         except openai.AuthenticationError:
@@ -213,6 +215,8 @@ class LLMClient:
             if _transient(err):
                 raise LLMError(f"the LLM endpoint kept failing after {self.config.max_retries + 1} "
                                f"tries: {_short(err)}") from None
+            if isinstance(err, openai.APIStatusError):
+                raise RequestRejected(err) from None
             raise
         if not response.choices:
             raise LLMError("the LLM endpoint answered without any choices")

@@ -18,3 +18,12 @@ class BudgetExceeded(LLMError):
 
 class InvalidAnswer(LLMError):
     """The LLM answered, but never in the required shape; callers may fall back to defaults."""
+
+
+class RequestRejected(LLMError):
+    """The endpoint refused a request (4xx other than authentication and rate limits)."""
+
+    def __init__(self, cause):
+        super().__init__(f"the LLM endpoint refused the request ({cause.status_code}): {str(cause)[:300]}")
+        self.cause = cause
+        self.status_code = cause.status_code

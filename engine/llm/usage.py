@@ -99,8 +99,9 @@ class UsageLedger:
                         f"${cfg.scope_budget_usd_per_day:.4f}); it resets at midnight UTC")
 
     async def record(self, model: str, prompt_tokens: int, completion_tokens: int,
-                     job: str | None, scope: str | None) -> Usage:
-        spent = Usage(1, prompt_tokens, completion_tokens, self.cost(model, prompt_tokens, completion_tokens))
+                     job: str | None, scope: str | None, calls: int = 1) -> Usage:
+        """``calls`` > 1 records a batch made elsewhere (a simulation run's agents)."""
+        spent = Usage(calls, prompt_tokens, completion_tokens, self.cost(model, prompt_tokens, completion_tokens))
         day = today()
         async with self._lock:
             self.total.add(spent)

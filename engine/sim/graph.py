@@ -17,12 +17,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from engine.llm import InvalidAnswer
 from engine.sim.chunking import Chunk, chunk_documents
 from engine.sim.graphstore import NewEdge, NewEntity, normalise_name
-from engine.sim.ontology import Ontology, _relation_name
+from engine.sim.ontology import Ontology, relation_name
 
 if TYPE_CHECKING:
     from engine.sim.pipeline import SimContext
@@ -162,13 +163,11 @@ async def resolve(extractions: list[tuple[int, Extraction]], ontology: Ontology,
     merged_by_embedding = 0
     if len(keys) > 1:
         vecs = await embedder.embed([nodes[k].name for k in keys])
-        sims = vecs @ vecs.T
-        for i in range(len(keys)):
-            for j in range(i + 1, len(keys)):
-                if sims[i, j] >= threshold and nodes[keys[i]].type == nodes[keys[j]].type \
-                        and uf.find(i) != uf.find(j):
-                    uf.union(i, j)
-                    merged_by_embedding += 1
+        close = np.argwhere(np.triu(vecs @ vecs.T, k=1) >= threshold)  # candidate pairs only
+        for i, j in close:
+            if nodes[keys[i]].type == nodes[keys[j]].type and uf.find(i) != uf.find(j):
+                uf.union(i, j)
+                merged_by_embedding += 1
 
     groups: dict[int, list[str]] = {}
     for k in keys:
@@ -204,7 +203,7 @@ async def resolve(extractions: list[tuple[int, Extraction]], ontology: Ontology,
                 dropped += 1
                 continue
             known = ontology.relation(r.relation)
-            relation = known.name if known else (_relation_name(r.relation) or "RELATES_TO")
+            relation = known.name if known else (relation_name(r.relation) or "RELATES_TO")
             key = (src, relation, tgt, normalise_name(fact))
             if key in seen:
                 continue

@@ -21,7 +21,8 @@ from engine.sim.vectors import TextEmbedder, from_blob, to_blob
 _STOP = {"the", "and", "for", "with", "that", "this", "from", "what", "who", "how", "why", "are", "was",
          "were", "will", "does", "did", "about", "into", "over", "their", "they", "them", "its", "his",
          "her", "has", "have", "had", "not", "but", "all", "any", "can", "say", "said", "which", "when"}
-_TITLES = r"^(?:the|mr|mrs|ms|dr|prof|sir|madam|president|minister|senator|ceo)\.?\s+"
+_TITLES = (r"^(?:the|mr|mrs|ms|dr|prof|professor|sir|dame|madam|president|prime minister|minister|senator|"
+           r"governor|mayor|councillor|councilor|judge|chief|general|ceo|chairman|chairwoman|rep)\.?\s+")
 
 
 def normalise_name(name: str) -> str:

@@ -85,7 +85,7 @@ class Ontology(BaseModel):
         return None
 
     def relation(self, name: str) -> RelationType | None:
-        key = _relation_name(name)
+        key = relation_name(name)
         return next((r for r in self.relation_types if r.name == key), None)
 
 
@@ -106,7 +106,7 @@ def _attribute_name(name: str) -> str:
     return snake
 
 
-def _relation_name(name: str) -> str:
+def relation_name(name: str) -> str:
     snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name.strip())
     return re.sub(r"[^A-Z0-9]+", "_", snake.upper()).strip("_")[:40]
 
@@ -152,7 +152,7 @@ def normalise(draft: Ontology | None) -> Ontology:
 
     relations: list[RelationType] = []
     for r in (draft.relation_types if draft else []):
-        name = _relation_name(r.name)
+        name = relation_name(r.name)
         if not name or any(x.name == name for x in relations):
             continue
         sources = list(dict.fromkeys(m for s in r.source_types if (m := ontology.match_type(s))))

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Awaitable, Callable, Protocol
+from typing import Protocol
 
+from engine.jobs import JobError
 from engine.sim.envmodels import CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES, SimulationConfig
+
+log = logging.getLogger(__name__)
 
 _WORD = re.compile(r"[\w']+", re.UNICODE)
 _STOP = set("""a an and are as at be by for from has have how in is it its of on or that the this to was
@@ -203,23 +207,25 @@ class PersonaInterviewer:
         return answers
 
 
-AskRun = Callable[[str, list[int], list[str]], Awaitable[list[dict]]]
-
-
 class RunInterviewer:
-    """Asks the live agents of a run (oasis INTERVIEW action) through its interview channel.
+    """Asks the agents themselves through the run service (camel-oasis INTERVIEW action, in the
+    live environment or one reopened from the databases); the service records every answer.
+    When the run cannot be reached (no run state, databases gone), ``fallback`` answers."""
 
-    ``ask(question, agent_ids, platforms)`` sends one interview request to the run and returns
-    its answers as the run replies them: ``{"platform", "agent_id", "name", "answer" | "error"}``.
-    An agent on both platforms answers once per platform."""
-
-    def __init__(self, ask: AskRun):
-        self.ask = ask
+    def __init__(self, runs, sim_id: str, fallback: Interviewer | None = None):
+        self.runs = runs
+        self.sim_id = sim_id
+        self.fallback = fallback
 
     async def interview(self, agents: list[AgentProfile], question: str, platform: str) -> list[Answer]:
-        platforms = ["twitter", "reddit"] if platform == "both" else [platform]
         by_id = {a.agent_id: a for a in agents}
-        replies = await self.ask(question, list(by_id), platforms)
-        return [Answer(r["agent_id"], by_id[r["agent_id"]].username, r.get("platform", platform), question,
-                       r.get("answer") or f"(no answer: {r.get('error', 'unknown error')})")
-                for r in replies if r.get("agent_id") in by_id]
+        try:
+            answers = await self.runs.interview(self.sim_id, list(by_id), question,
+                                                None if platform == "both" else [platform], asked_by="report")
+        except JobError as err:
+            if self.fallback is None:
+                raise
+            log.info("interviewing from personas: the run of %s cannot be reached (%s)", self.sim_id, err)
+            return await self.fallback.interview(agents, question, platform)
+        return [Answer(a.agent_id, by_id[a.agent_id].username, a.platform, question,
+                       a.answer or f"(no answer: {a.error})") for a in answers if a.agent_id in by_id]

@@ -14,7 +14,7 @@ import sqlite3
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 PLATFORMS = ("twitter", "reddit")
 ACTIONS_LOG = "actions.jsonl"
@@ -78,12 +78,16 @@ class Interaction:
 @dataclass
 class SimStats:
     platforms: list[str]
-    rounds: dict[str, dict[int, int]]      # platform -> round -> actions
+    rounds: dict[str, dict[int, int]]      # platform -> round (from 0) -> actions, quiet rounds included
     mix: dict[str, dict[str, int]]         # platform -> action -> count
     posts: list[PostStat]                  # most engaged first
     agents: list[AgentStat]                # most active + engaged first
     interactions: list[Interaction]        # heaviest first
     round_source: dict[str, str]           # platform -> 'log' | 'trace' | 'none'
+
+    @property
+    def rounds_done(self) -> int:
+        return max((max(r) + 1 for r in self.rounds.values() if r), default=0)
 
     @property
     def total_actions(self) -> int:
@@ -120,25 +124,24 @@ def _short(d: dict[str, Any], limit: int = 280) -> dict[str, Any]:
     return d
 
 
-def read_log(path: Path) -> Iterator[dict[str, Any]]:
-    """Action lines of an actions.jsonl; events (round_start, interview, ...) and broken lines skipped."""
+def read_log(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The action lines of an actions.jsonl and the number of rounds it records as ended.
+    Other events and broken lines (a crash can cut the last one short) are skipped."""
+    actions, rounds_done = [], 0
     if not path.exists():
-        return
+        return actions, rounds_done
     with path.open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a crash
-            if not isinstance(row, dict):
+                kind, rnd = row.get("type"), int(row["round"])
+            except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
                 continue
-            action = row.get("action")
-            if row.get("type") != "action" or not isinstance(action, str) or "round" not in row:
-                continue
-            try:
-                yield {**row, "action": action.lower(), "round": int(row["round"])}
-            except (TypeError, ValueError):
-                continue
+            if kind == "round_end":
+                rounds_done = max(rounds_done, rnd + 1)
+            elif kind == "action" and isinstance(row.get("action"), str):
+                actions.append({**row, "action": row["action"].lower(), "round": rnd})
+    return actions, rounds_done
 
 
 def _connect(db_path: Path) -> sqlite3.Connection:
@@ -163,7 +166,7 @@ def _platform_stats(sim_dir: Path, platform: str):
         acted: Counter = Counter()   # agent_id -> actions
         source = "none"
         post_round: dict[int, int] = {}
-        log_rows = list(read_log(Path(sim_dir) / platform / ACTIONS_LOG))
+        log_rows, rounds_done = read_log(Path(sim_dir) / platform / ACTIONS_LOG)
         if log_rows:
             source = "log"
             for row in log_rows:
@@ -185,6 +188,7 @@ def _platform_stats(sim_dir: Path, platform: str):
                 if str(r["created_at"]).isdigit():
                     rounds[int(r["created_at"])] += 1
                     source = "trace"
+            rounds_done = max(rounds, default=-1) + 1
 
         comments = Counter(r[0] for r in conn.execute("SELECT post_id FROM comment"))
         posts: dict[int, PostStat] = {}
@@ -220,6 +224,8 @@ def _platform_stats(sim_dir: Path, platform: str):
         for r in conn.execute("SELECT follower_id, followee_id FROM follow"):
             edges[(who(r["follower_id"])[0], who(r["followee_id"])[0], "follow")] += 1
         agent_names = {aid: name for aid, name in names.values()}
+        for rnd in range(rounds_done):   # quiet rounds count as rounds with no actions
+            rounds.setdefault(rnd, 0)
         return rounds, mix, acted, source, list(posts.values()), edges, agent_names
     finally:
         conn.close()

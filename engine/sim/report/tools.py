@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from engine.jobs import JobError
 from engine.llm import BudgetExceeded, LLMError
 from engine.sim.report.sources import (AgentProfile, Fact, GraphSearch, Interviewer, keyword_score,
                                        terms)
@@ -137,7 +138,7 @@ class ReportTools:
                     ok = "error" not in result
                 except BudgetExceeded:
                     raise
-                except (LLMError, OSError, ValueError) as err:
+                except (JobError, OSError, ValueError) as err:   # LLM and run failures included
                     log.warning("report tool %s failed: %s", name, err)
                     result = {"error": f"{name} failed: {err}"}
         text = json.dumps(result, ensure_ascii=False, default=str)
@@ -262,7 +263,8 @@ class ReportTools:
         for a in answers:
             cite = f"[agent @{a.username}]"
             self.sources[cite] = f"@{a.username}, interviewed on {a.platform}"
-            self.quotes.append({"agent": a.username, "question": a.question, "answer": a.answer})
+            self.quotes.append({"agent": a.username, "platform": a.platform, "question": a.question,
+                                "answer": a.answer})
             out.append({"agent": f"@{a.username}", "cite": cite, "platform": a.platform, "answer": a.answer})
         result: dict[str, Any] = {"question": args.question, "answers": out}
         if unknown:

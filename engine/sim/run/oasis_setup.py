@@ -79,19 +79,48 @@ def make_model(base_url: str, model: str, api_key: str, timeout_s: float, contex
         url=base_url, api_key=api_key, timeout=timeout_s, token_counter=make_token_counter())
 
 
-def make_clock(cfg: SimulationConfig):
-    """A clock on simulated time: round r is ``start + r x minutes_per_round``.
+class UsageMeter:
+    """Counts the requests and tokens of a camel model backend (every agent shares it)."""
 
-    oasis stamps Twitter rows with ``time_step`` and Reddit rows with ``time_transfer``; both
-    follow the round number set by the runner instead of the wall clock.
+    def __init__(self, model):
+        self.calls = self.prompt_tokens = self.completion_tokens = 0
+        arun = model.arun
+
+        async def counted(*args, **kwargs):
+            response = await arun(*args, **kwargs)
+            self.calls += 1
+            usage = getattr(response, "usage", None)
+            if usage is not None:
+                self.prompt_tokens += usage.prompt_tokens or 0
+                self.completion_tokens += usage.completion_tokens or 0
+            return response
+
+        model.arun = counted
+
+    def snapshot(self) -> dict[str, int]:
+        return {"calls": self.calls, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens}
+
+
+def make_clock(cfg: SimulationConfig):
+    """A clock on simulated time, moved by the runner: ``at(round, substep)``.
+
+    oasis stamps Twitter rows with ``time_step`` (here: simulated seconds since the start) and
+    Reddit rows with ``time_transfer`` (here: the simulated datetime). Each env step of a round
+    gets its own second, because oasis's trace table has the time in its primary key: an agent
+    stepping twice in one round would otherwise fail to record its second feed refresh and
+    be shown an empty feed.
     """
     from oasis.clock.clock import Clock
 
     minutes = cfg.time.minutes_per_round
 
     class RoundClock(Clock):
+        def at(self, round_no: int, substep: int) -> None:
+            self.time_step = round_no * minutes * 60 + substep
+
         def time_transfer(self, now_time: datetime, start_time: datetime) -> datetime:
-            return start_time + timedelta(minutes=self.time_step * minutes)
+            return start_time + timedelta(seconds=self.time_step)
 
     return RoundClock(1)
 

@@ -24,6 +24,8 @@ from engine.sim.run.protocol import PLATFORMS, SPEC_FILE, RunSpec, platform_db
 log = logging.getLogger(__name__)
 
 Progress = Callable[..., Awaitable[None]]  # JobContext.progress(fraction, message, **data)
+UsageSink = Callable[[dict[str, int]], Awaitable[None]]  # {"calls", "prompt_tokens", "completion_tokens"}
+USAGE_KEYS = ("calls", "prompt_tokens", "completion_tokens")
 LIVE = ("running", "idle")
 
 
@@ -38,7 +40,7 @@ class RunSettings:
     memory_rounds: int = 5
     max_steps_per_round: int = 3
     follow_density: float = 0.2
-    llm_concurrency: int = 16
+    llm_concurrency: int = 64
     context_tokens: int = 8192
     progress_interval_s: float = 2.0
     log_level: str = "WARNING"
@@ -106,7 +108,18 @@ class _Follow:
     error: str = ""
     restart_reason: str = ""
     done_status: str = ""
-    stop_requested: bool = False
+    usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_KEYS, 0))
+    on_usage: UsageSink | None = None
+
+    async def saw_usage(self, total: dict[str, int] | None) -> None:
+        """The child reports its cumulative usage; pass on what is new."""
+        if not total:
+            return
+        delta = {k: total.get(k, 0) - self.usage[k] for k in USAGE_KEYS}
+        if delta["calls"] > 0:
+            self.usage = {k: total.get(k, 0) for k in USAGE_KEYS}
+            if self.on_usage is not None:
+                await self.on_usage(delta)
 
 
 class SimRuns:
@@ -117,7 +130,7 @@ class SimRuns:
         self.settings = settings or RunSettings()
         self._locks: dict[str, asyncio.Lock] = {}
         self._stopping: set[str] = set()
-        self._background: set[asyncio.Task] = set()
+        self._background: dict[str, asyncio.Task] = {}  # sim_id -> follower of an idle run
 
     # -- state ----------------------------------------------------------------------------
 
@@ -160,7 +173,8 @@ class SimRuns:
     def _lock(self, sim_id: str) -> asyncio.Lock:
         return self._locks.setdefault(sim_id, asyncio.Lock())
 
-    async def run(self, sim_id: str, folder: Path, progress: Progress, job_id: str | None = None) -> dict:
+    async def run(self, sim_id: str, folder: Path, progress: Progress, job_id: str | None = None,
+                  on_usage: UsageSink | None = None) -> dict:
         """Run (or resume) the simulation in ``folder`` until its last round; the environment
         then stays open for interviews for ``idle_s`` seconds. Raises JobError when the run is
         stopped, fails or its process dies; cancelling the caller terminates the process."""
@@ -185,7 +199,7 @@ class SimRuns:
             self._stopping.discard(sim_id)
             handle = await self.executor.start(sim_id, folder)
             await self._set(sim_id, pid=handle.pid)
-        state = _Follow(rounds_total=rounds_total)
+        state = _Follow(rounds_total=rounds_total, on_usage=on_usage)
         ticker = asyncio.create_task(self._tick(state, progress))
         try:
             await self._follow_until_rounds_end(sim_id, handle, state)
@@ -196,7 +210,7 @@ class SimRuns:
             ticker.cancel()
         await progress(1.0, self._progress_text(state), **self._progress_data(state))
         return {"rounds": rounds_total, "rounds_done": state.rounds_done, "actions": state.actions,
-                "restart_reason": state.restart_reason}
+                "restart_reason": state.restart_reason, "usage": state.usage}
 
     async def job(self, ctx) -> dict:
         """Handler of the ``sim_run`` job: params ``sim_id`` and ``folder``."""
@@ -222,6 +236,7 @@ class SimRuns:
                 state.posts = ([{**p, "platform": event["platform"]} for p in event.get("posts", [])]
                                + state.posts)[:5]
                 await self._set(sim_id, rounds_done=state.rounds_done, actions=state.actions)
+                await state.saw_usage(event.get("usage"))
             elif kind == "simulation_end":
                 state.ended.add(event["platform"])
             elif kind == "error":
@@ -232,6 +247,7 @@ class SimRuns:
                 return
             elif kind == "done":
                 state.done_status = event["status"]
+                await state.saw_usage(event.get("usage"))
             elif kind == "exit":
                 await self._ended(sim_id, state, event["returncode"])
                 return
@@ -265,8 +281,9 @@ class SimRuns:
                 if event["type"] == "exit":
                     await self._set(sim_id, status="completed", pid=None)
         task = asyncio.create_task(watch(), name=f"sim-{sim_id}-idle")
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._background[sim_id] = task
+        task.add_done_callback(lambda t: self._background.pop(sim_id, None) if self._background.get(sim_id) is t
+                               else None)
 
     # -- progress ---------------------------------------------------------------------------
 
@@ -316,6 +333,8 @@ class SimRuns:
         except (RunGone, RunTimeout, RuntimeError):
             pass
         await handle.wait()
+        if (watcher := self._background.get(sim_id)) is not None:
+            await asyncio.wait([watcher], timeout=10)
         return True
 
     async def cancel(self, sim_id: str) -> bool:
@@ -390,5 +409,5 @@ class SimRuns:
                 for r in rows]
 
     async def close(self) -> None:
-        for task in list(self._background):
+        for task in list(self._background.values()):
             task.cancel()

@@ -1,0 +1,85 @@
+"""/report <sim>: the report of a simulation in the channel, as a short summary message, the
+charts as images and the full report.md as a file. A report not yet written is written first,
+as a background job (kind "report") that posts it when done. A simulation job that finishes
+with its report step posts the report too.
+"""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from bot.commands.registry import Arg, CommandContext, UsageError
+from bot.neutral import Reply
+from engine.jobs import DONE, JobError
+from engine.sim.report.agent import report_dir
+from engine.sim.report.charts import TITLES
+from engine.sim.report import step as report_step
+
+
+async def post_report(reply: Reply, sim_id: str, folder: Path) -> None:
+    out = report_dir(folder)
+    summary = (out / "summary.txt").read_text(encoding="utf-8") if (out / "summary.txt").exists() else ""
+    await reply.send(f"📊 Report of simulation `{sim_id}`\n{summary}".strip())
+    for chart in sorted((out / "charts").glob("*.png")):
+        await reply.upload(chart, caption=TITLES.get(chart.stem, chart.stem), image=True)
+    await reply.upload(out / "report.md", caption=f"Full report of simulation {sim_id}")
+
+
+def setup(app) -> None:
+    report_step.register()
+    reg = app.commands
+
+    async def folder_of(sim_id: str, scope: str) -> Path | None:
+        folder = await app.db.fetchval("SELECT folder FROM simulations WHERE id=? AND scope=?", (sim_id, scope))
+        return Path(folder) if folder else None
+
+    async def write_and_post(job) -> dict:
+        llm, store = app.services.get("llm"), app.services.get("sim_graph")
+        if llm is None or store is None:
+            raise JobError("reports need an LLM: set [llm] base_url in config.toml")
+        sim_id = job.params["sim_id"]
+        result = await report_step.make_report(app.db, app.config, llm, store, sim_id, job=job.id, scope=job.job.scope,
+                                   progress=job.progress)
+        reply = app.reply_to(job.job.scope, job.job.channel) if job.job.channel else None
+        if reply is not None:
+            await post_report(reply, sim_id, result.path.parent.parent)
+        return {"sim_id": sim_id, "report": str(result.path), "tool_calls": result.tool_calls}
+
+    app.jobs.register("report", write_and_post)
+
+    def post_after_pipeline(event) -> None:
+        # A simulation whose pipeline ends with the report step gets it posted in its channel.
+        job = event.job
+        if (event.kind == "state" and job.kind == "simulation" and job.state == DONE and job.channel
+                and "report" in (job.result or {}).get("steps", {})):
+            reply = app.reply_to(job.scope, job.channel)
+            if reply is not None:
+                task = asyncio.ensure_future(post_report(reply, job.result["sim_id"], Path(job.result["folder"])))
+                app.background.add(task)
+                task.add_done_callback(app.background.discard)
+
+    app.jobs.subscribe(post_after_pipeline)
+
+    @reg.command("report", "Post the report of a simulation (writing it first if needed)", [
+        Arg("sim", "simulation id")], group="simulation")
+    async def report(ctx: CommandContext) -> None:
+        sim_id = ctx.args["sim"]
+        folder = await folder_of(sim_id, ctx.scope)
+        if folder is None:
+            raise UsageError(f"no simulation {sim_id} here. /sims lists them.")
+        if (report_dir(folder) / "report.md").exists():
+            await post_report(ctx.reply, sim_id, folder)
+            return
+        if "llm" not in app.services:
+            raise UsageError("reports need an LLM: set [llm] base_url in config.toml")
+        running = await app.db.fetchval(
+            "SELECT id FROM jobs WHERE kind='report' AND state IN ('queued','running')"
+            " AND json_extract(params, '$.sim_id') = ?", (sim_id,))
+        if running:
+            await ctx.reply.send(f"The report of `{sim_id}` is being written (job `{running}`); "
+                                 "it will be posted here.")
+            return
+        job = await app.jobs.submit("report", {"sim_id": sim_id}, ctx.scope, channel=ctx.message.channel,
+                                    title=f"report {sim_id}")
+        await ctx.reply.send(f"Writing the report of simulation `{sim_id}` (job `{job.id}`); "
+                             "it will be posted here when done.")

@@ -1,0 +1,251 @@
+"""Chat history importers: JSONL, Telegram Desktop JSON export, DiscordChatExporter JSON.
+
+``load_history`` turns a file into ``MemoryMessage``s of one scope for
+``MemoryEngine.ingest_many``. Each parser returns ``ChatRecord``s in chronological order (stable for equal times).
+``detect_format`` guesses the format from the content, not the file name. A broken or
+unexpected file raises ``ImportFileError`` with one message that says where (the line number
+for JSONL, the message index for the JSON exports).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+from engine.memory.models import MemoryMessage
+
+FORMATS = ("jsonl", "telegram", "discord")
+JSONL_FIELDS = ("id", "channel", "author", "ts", "text")
+# DiscordChatExporter message types that carry what a person wrote; the others are
+# system notices (joins, pins, boosts) whose content the exporter generates.
+DISCORD_TEXT_TYPES = {"Default", "Reply"}
+
+
+class ImportFileError(ValueError):
+    """The file cannot be imported; the message names the file and the place."""
+
+
+@dataclass(frozen=True)
+class ChatRecord:
+    message_id: str
+    channel: str
+    author: str
+    text: str
+    ts: datetime  # timezone-aware, UTC
+
+
+def parse_time(value: Any) -> datetime:
+    """ISO-8601 text (``Z`` allowed; no zone means UTC) or a Unix epoch number -> aware UTC."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a time: {value!r}")
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(value, tz=timezone.utc)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"not a time: {value!r}")
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        ts = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"not an ISO-8601 time: {value!r}") from None
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    return ts.astimezone(timezone.utc)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ImportFileError(f"{path}: cannot read: {err.strerror or err}") from None
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ImportFileError(f"{path}: not UTF-8 text (byte {err.start})") from None
+
+
+def _load_json(path: Path, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ImportFileError(
+            f"{path}: not valid JSON (line {err.lineno}, column {err.colno}): {err.msg}") from None
+
+
+def _chronological(records: list[ChatRecord]) -> list[ChatRecord]:
+    return sorted(records, key=lambda r: r.ts)  # sorted() is stable: file order breaks ties
+
+
+def parse_jsonl(path: Path, text: str | None = None) -> list[ChatRecord]:
+    text = _read_text(path) if text is None else text
+    records = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}: line {lineno}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ImportFileError(f"{where}: not valid JSON: {err.msg} (column {err.colno})") from None
+        if not isinstance(obj, dict):
+            raise ImportFileError(f"{where}: expected an object with {', '.join(JSONL_FIELDS)}")
+        missing = [k for k in JSONL_FIELDS if obj.get(k) is None]
+        if missing:
+            raise ImportFileError(f"{where}: missing {', '.join(missing)}")
+        if not isinstance(obj["text"], str):
+            raise ImportFileError(f"{where}: text must be a string")
+        try:
+            ts = parse_time(obj["ts"])
+        except ValueError as err:
+            raise ImportFileError(f"{where}: ts: {err}") from None
+        if obj["text"].strip():
+            records.append(ChatRecord(str(obj["id"]), str(obj["channel"]), str(obj["author"]),
+                                      obj["text"], ts))
+    return _chronological(records)
+
+
+def telegram_text(value: Any) -> str:
+    """Telegram's ``text`` is a string or a list of strings and entity objects with ``text``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        parts = []
+        for part in value:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            else:
+                raise ValueError(f"unexpected text segment {part!r:.60}")
+        return "".join(parts)
+    raise ValueError(f"text must be a string or a list, got {type(value).__name__}")
+
+
+def _telegram_chats(path: Path, data: dict) -> list[dict]:
+    if "messages" in data:
+        return [data]
+    chats = data.get("chats")
+    if isinstance(chats, dict) and isinstance(chats.get("list"), list):
+        return chats["list"]
+    raise ImportFileError(f"{path}: a Telegram export has `messages` (one chat) or `chats.list`")
+
+
+def parse_telegram(path: Path, data: Any = None) -> list[ChatRecord]:
+    data = _load_json(path, _read_text(path)) if data is None else data
+    if not isinstance(data, dict):
+        raise ImportFileError(f"{path}: a Telegram export is a JSON object")
+    chats = _telegram_chats(path, data)
+    several = len(chats) > 1
+    records = []
+    for ci, chat in enumerate(chats):
+        if not isinstance(chat, dict) or not isinstance(chat.get("messages"), list):
+            raise ImportFileError(f"{path}: chats.list[{ci}] has no messages list")
+        chat_id = str(chat.get("id", ci))
+        for mi, msg in enumerate(chat["messages"]):
+            where = f"{path}: chat {chat_id} message #{mi}"
+            if not isinstance(msg, dict):
+                raise ImportFileError(f"{where}: expected an object")
+            if msg.get("type", "message") != "message":
+                continue  # service messages: joins, pins, calls
+            if "id" not in msg or not (msg.get("date_unixtime") or msg.get("date")):
+                raise ImportFileError(f"{where}: missing id or date")
+            try:
+                # date_unixtime is exact; `date` is the exporting computer's local time.
+                if msg.get("date_unixtime"):
+                    ts = parse_time(int(msg["date_unixtime"]))
+                else:
+                    ts = parse_time(msg["date"])
+                text = telegram_text(msg.get("text", ""))
+            except ValueError as err:
+                raise ImportFileError(f"{where}: {err}") from None
+            if not text.strip():
+                continue  # photos, stickers and files without a caption
+            author = msg.get("from") or msg.get("from_id") or "unknown"
+            mid = f"{chat_id}/{msg['id']}" if several else str(msg["id"])
+            records.append(ChatRecord(mid, chat_id, str(author), text, ts))
+    return _chronological(records)
+
+
+def parse_discord(path: Path, data: Any = None) -> list[ChatRecord]:
+    data = _load_json(path, _read_text(path)) if data is None else data
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        raise ImportFileError(f"{path}: a DiscordChatExporter export is an object with `messages`")
+    channel = data.get("channel") or {}
+    channel_id = str(channel.get("id") or channel.get("name") or "discord")
+    records = []
+    for mi, msg in enumerate(data["messages"]):
+        where = f"{path}: message #{mi}"
+        if not isinstance(msg, dict):
+            raise ImportFileError(f"{where}: expected an object")
+        if msg.get("type", "Default") not in DISCORD_TEXT_TYPES:
+            continue
+        author = msg.get("author")
+        if "id" not in msg or "timestamp" not in msg or not isinstance(author, dict):
+            raise ImportFileError(f"{where}: missing id, timestamp or author")
+        content = msg.get("content") or ""
+        if not isinstance(content, str):
+            raise ImportFileError(f"{where}: content must be a string")
+        try:
+            ts = parse_time(msg["timestamp"])
+        except ValueError as err:
+            raise ImportFileError(f"{where}: timestamp: {err}") from None
+        if content.strip():
+            name = author.get("name") or author.get("nickname") or str(author.get("id", "unknown"))
+            records.append(ChatRecord(str(msg["id"]), channel_id, name, content, ts))
+    return _chronological(records)
+
+
+def detect_format(path: Path, text: str) -> tuple[str, Any]:
+    """Return the format name and, for the JSON exports, the already parsed document."""
+    stripped = text.lstrip()
+    if not stripped:
+        raise ImportFileError(f"{path}: the file is empty")
+    if stripped[0] == "{":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            first = stripped.splitlines()[0]
+            if first.rstrip().endswith("}"):
+                return "jsonl", None  # one object per line; parse_jsonl reports bad lines
+            raise ImportFileError(
+                f"{path}: not valid JSON (line {err.lineno}, column {err.colno}): {err.msg}") from None
+        if isinstance(data, dict):
+            if "guild" in data and "messages" in data:
+                return "discord", data
+            if "messages" in data or "chats" in data:
+                return "telegram", data
+            if "text" in data and "ts" in data:
+                return "jsonl", None
+    raise ImportFileError(
+        f"{path}: unrecognised format; expected JSONL ({', '.join(JSONL_FIELDS)} per line), "
+        "a Telegram Desktop result.json or a DiscordChatExporter JSON file")
+
+
+PARSERS: dict[str, Callable[..., list[ChatRecord]]] = {
+    "jsonl": parse_jsonl, "telegram": parse_telegram, "discord": parse_discord}
+
+
+def read_history(path: str | Path, fmt: str = "auto") -> tuple[str, list[ChatRecord]]:
+    """Parse a chat export; returns (format, records in chronological order)."""
+    path = Path(path)
+    if fmt != "auto" and fmt not in PARSERS:
+        raise ImportFileError(f"unknown format {fmt!r}; choose auto, {', '.join(FORMATS)}")
+    text = _read_text(path)
+    if fmt == "auto":
+        fmt, data = detect_format(path, text)
+    elif fmt == "jsonl":
+        data = None
+    else:
+        data = _load_json(path, text)
+    if fmt == "jsonl":
+        return fmt, parse_jsonl(path, text)
+    return fmt, PARSERS[fmt](path, data)
+
+
+def load_history(path: str | Path, scope: str, fmt: str = "auto") -> tuple[str, list[MemoryMessage]]:
+    """Parse a chat export into the scope's memory messages, oldest first."""
+    fmt, records = read_history(path, fmt)
+    return fmt, [MemoryMessage(scope, r.channel, r.message_id, r.author, r.text, r.ts) for r in records]

@@ -1,0 +1,147 @@
+"""/report in the chat and the report as a pipeline step, on a real oasis run and a fake LLM."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from bot.app import App
+from bot.neutral import Incoming, Reply, Sent
+from engine.config import parse_config
+from engine.sim import pipeline
+from engine.sim.report.step import step as report_step
+from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
+from tests.simdata import sample_simulation, write_environment, write_graph
+from tests.test_report_agent import scripted
+
+FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.report"]
+
+
+class Recorded(Sent):
+    def __init__(self, log: list, index: int):
+        self.log, self.index = log, index
+
+    async def edit(self, text: str) -> None:
+        self.log.append(("edit", text))
+
+
+class RecordingReply(Reply):
+    """The chat side as a list: what the bot sent, uploaded and edited, in order."""
+
+    def __init__(self):
+        self.log: list[tuple] = []
+
+    async def _send_one(self, text: str) -> Sent:
+        self.log.append(("send", text))
+        return Recorded(self.log, len(self.log))
+
+    async def upload(self, path: Path, caption: str = "", image: bool = False) -> Sent:
+        self.log.append(("image" if image else "file", Path(path), caption))
+        return Recorded(self.log, len(self.log))
+
+    def of(self, kind: str) -> list[tuple]:
+        return [entry for entry in self.log if entry[0] == kind]
+
+
+@pytest.fixture
+def folder(tmp_path_factory, tmp_path):
+    folder = sample_simulation(tmp_path_factory, tmp_path)
+    write_environment(folder)
+    return folder
+
+
+@pytest.fixture
+async def app(tmp_path, openai_server):  # noqa: F811
+    config = parse_config({"bot": {"data_dir": str(tmp_path / "data")},
+                           "llm": {"base_url": openai_server.base_url, "model": "m", "retry_max_wait_s": 1},
+                           "jobs": {"progress_interval_s": 0}}, str(tmp_path / "config.toml"))
+    app = await App.create(config, FEATURES)
+    reply = RecordingReply()
+    app.outlets["console"] = lambda scope, channel: reply
+    app.reply = reply
+    await app.start()
+    yield app
+    await app.close()
+
+
+def said(text: str) -> Incoming:
+    return Incoming("console", "console:local", "console", "u1", "user", text)
+
+
+async def test_report_command_writes_then_posts_summary_charts_and_file(app, folder, openai_server):  # noqa: F811
+    openai_server.responder = scripted
+    await write_graph(app.db, "sim1", folder, app.services["embedder"])
+    reply = app.reply
+    await app.handle(said("/report sim1"), reply)
+    assert "Writing the report of simulation `sim1`" in reply.of("send")[0][1]
+    job = (await app.jobs.list(scope="console:local", kind="report"))[0]
+    job = await app.jobs.wait(job.id)
+    assert job.state == "done", job.error
+    summary = [t for _, t in reply.of("send") if t.startswith("📊 Report of simulation `sim1`")]
+    assert summary and "Commuters push back" in summary[0]
+    images = reply.of("image")
+    assert sorted(p.name for _, p, _ in images) == ["action_mix.png", "activity.png", "interactions.png",
+                                                   "top_agents.png"]
+    assert all(p.read_bytes()[:4] == b"\x89PNG" and caption for _, p, caption in images)
+    (_, report_file, caption), = reply.of("file")
+    assert report_file == folder / "report" / "report.md" and "[twitter post 1]" in report_file.read_text()
+    # the summary comes first, then the charts, then the file
+    kinds = [e[0] for e in reply.log if e[0] in ("image", "file") or e[1] == summary[0]]
+    assert kinds == ["send", "image", "image", "image", "image", "file"]
+
+    # asked again: posted at once from the files, no LLM request
+    before = len(openai_server.requests)
+    again = RecordingReply()
+    await app.handle(said("/report sim1"), again)
+    assert len(openai_server.requests) == before
+    assert [e[0] for e in again.log] == ["send", "image", "image", "image", "image", "file"]
+
+
+async def test_report_command_refusals(app, folder, tmp_path):
+    reply = RecordingReply()
+    await app.handle(said("/report nosuch"), reply)
+    assert reply.log == [("send", "⚠ no simulation nosuch here. /sims lists them.")]
+    # a simulation that has not run: the job fails with a clear message, nothing is posted
+    await write_graph(app.db, "sim2", tmp_path / "empty", app.services["embedder"])
+    await app.handle(said("/report sim2"), reply)
+    job = (await app.jobs.list(scope="console:local", kind="report"))[0]
+    job = await app.jobs.wait(job.id)
+    assert job.state == "failed" and job.error == "simulation sim2 has not finished its run yet: there is nothing to report"
+    assert reply.of("file") == []
+
+
+async def test_report_as_a_pipeline_step(app, folder, openai_server):  # noqa: F811
+    openai_server.responder = scripted
+    await write_graph(app.db, "sim1", folder, app.services["embedder"])
+    spec, sim_folder, _, _ = await pipeline.load_simulation(app.db, "sim1")
+    ctx = pipeline.SimContext("sim1", sim_folder, app.db, app.services["llm"],
+                              app.services["embedder"], spec, app.config)
+    results = await pipeline.run_pipeline(ctx, [("report", report_step)])
+    summary = results["report"]
+    assert summary["report"] == str(folder / "report" / "report.md")
+    assert summary["sections"] == 2 and summary["charts"] == 4 and summary["tool_calls"] == 5
+    assert summary["unverified_citations"] == 1
+    done = await pipeline.completed_steps(app.db, "sim1")
+    assert done["report"]["llm_calls"] > 0
+
+
+async def test_a_simulation_ending_with_its_report_posts_it_in_its_channel(app, folder, openai_server):  # noqa: F811
+    openai_server.responder = scripted
+    await write_graph(app.db, "sim1", folder, app.services["embedder"])
+    assert [name for name, _ in pipeline.STEPS][-1] == "report"
+    for step in ("ontology", "graph", "environment"):   # prepared already: the job goes to the report
+        await app.db.execute("INSERT INTO sim_steps(sim_id, step, finished_at) VALUES ('sim1', ?, 'x')", (step,))
+    job = await app.jobs.submit("simulation", {"sim_id": "sim1"}, "console:local", channel="console")
+    job = await app.jobs.wait(job.id)
+    assert job.state == "done", job.error
+    assert job.result["steps"]["report"]["sections"] == 2
+    for _ in range(100):   # the post follows the job's end
+        if app.reply.of("file"):
+            break
+        await asyncio.sleep(0.05)
+    assert [p.name for _, p, _ in app.reply.of("file")] == ["report.md"]
+    assert len(app.reply.of("image")) == 4
+    row = await app.db.fetchone("SELECT * FROM sim_reports WHERE sim_id = 'sim1'")
+    assert row["path"] == str(folder / "report" / "report.md") and row["unverified"] == 1
+    assert row["summary"].startswith("Commuters push back")

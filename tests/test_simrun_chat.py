@@ -1,0 +1,139 @@
+"""Step 4 end to end as pipeline step "run": the real child process, camel-oasis and the openai
+client against the fake server, driven and interviewed through the console adapter.
+(Each child start imports oasis, torch and transformers: the test reuses one run for all checks.)"""
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from bot.adapters.console import Console
+from bot.app import App
+from engine.config import load_config
+from engine.sim import pipeline
+from engine.sim.run.protocol import ACTIONS_LOG, platform_db
+from tests.fakes.openai_server import SocialResponder
+from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
+from tests.sim_fixture import make_sim_folder
+
+pytestmark = pytest.mark.timeout(240)
+FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.simrun"]
+
+
+def log_events(folder: Path, platform: str) -> list[dict]:
+    return [json.loads(line) for line in (folder / platform / ACTIONS_LOG).read_text().splitlines()]
+
+
+def db_count(folder: Path, platform: str, sql: str) -> int:
+    with sqlite3.connect(platform_db(folder, platform)) as conn:
+        return conn.execute(sql).fetchone()[0]
+
+
+async def until(predicate, timeout: float = 120.0):
+    async with asyncio.timeout(timeout):
+        while not await predicate():
+            await asyncio.sleep(0.1)
+
+
+async def test_run_step_both_platforms_interviews_and_chat_control(openai_server, tmp_path, capsys):
+    # slow enough to ask during a round
+    responder = openai_server.responder = SocialResponder(delay=0.15)
+    path = tmp_path / "config.toml"
+    path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n'
+                    f'[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 120.0\n')
+    app = await App.create(load_config(path), FEATURES)
+    console = Console(app, interactive=False)
+    await app.start()
+    runs = app.services["sim_runs"]
+    try:
+        assert [name for name, _ in pipeline.STEPS][-1] == "run"
+        # steps 1-3 are recorded as done: the pipeline goes straight to the run
+        folder = tmp_path / "sim"
+        cfg = make_sim_folder(folder, agents=6, rounds=3, sim_id="c1")
+        await app.db.execute(
+            "INSERT INTO simulations(id, scope, channel, requirement, spec, folder, created_at)"
+            " VALUES ('c1', 'console:local', 'console', 'toll?', ?, ?, '2025-01-01')",
+            (json.dumps({"documents": [], "requirement": "toll?"}), str(folder)))
+        for step in ("ontology", "graph", "environment"):
+            await app.db.execute("INSERT INTO sim_steps(sim_id, step, finished_at) VALUES ('c1', ?, 'x')", (step,))
+        await console.handle_line("/interview c1 all hello?")
+        assert "has not reached its run yet" in capsys.readouterr().out
+        job = await app.jobs.submit("simulation", {"sim_id": "c1"}, "console:local", channel="console")
+
+        async def some_round_done() -> bool:
+            state = await runs.get("c1")
+            return bool(state and state.status == "running" and any(state.rounds_done.values()))
+        await until(some_round_done)
+        await console.handle_line("/interview c1 ben Will you pay the toll? --platform twitter")
+        out = capsys.readouterr().out
+        assert "• Ben [twitter, agent 1, after round " in out and "'Will you pay the toll?'" in out
+        during = (await runs.interviews("c1"))[0]
+        assert during.round < cfg.time.rounds
+
+        finished = await app.jobs.wait(job.id)
+        assert finished.state == "done", finished.error
+        run = finished.result["steps"]["run"]
+        assert run["rounds"] == 3 and run["twitter actions"] > 0 and run["reddit actions"] > 0
+        # the run's requests are the job's LLM usage: 3 rounds of 7 + 5 agent steps, 1 interview
+        assert finished.result["llm_calls"] == 3 * 7 + 3 * 5 + 1
+        assert "round 3/3" in capsys.readouterr().out  # the progress message followed the run
+
+        for platform, steps in (("twitter", 7), ("reddit", 5)):  # agents 0 and 4: Twitter only
+            events = log_events(folder, platform)
+            ends = [e for e in events if e["type"] == "round_end"]
+            assert [e["round"] for e in ends] == [0, 1, 2]
+            assert events[-1]["type"] == "simulation_end" and events[-1]["rounds_done"] == 3
+            assert sum(e["llm_steps"] for e in ends) == 3 * steps  # one step each, two for agent 3
+            # agent 3's second step of a round saw its feed too (its refresh was recorded)
+            assert db_count(folder, platform, "SELECT count(*) FROM trace WHERE action='refresh'"
+                                              " AND user_id=3") == 6
+            actions = [e for e in events if e["type"] == "action"]
+            posts = sum(1 for e in actions if e["action"] == "create_post")
+            assert posts >= 2 and posts == db_count(folder, platform, "SELECT count(*) FROM post")
+        # the initial post went out on both platforms in round 0, the event only on Reddit in round 1
+        reddit = [e for e in log_events(folder, "reddit") if e["type"] == "action"]
+        assert any(e["info"].get("content") == "The toll starts Monday." and e["round"] == 0 for e in reddit)
+        assert any(e["info"].get("content") == "BREAKING: council delays the toll" and e["round"] == 1
+                   for e in reddit)
+        assert not any("BREAKING" in str(e.get("info")) for e in log_events(folder, "twitter"))
+        assert db_count(folder, "twitter", "SELECT count(*) FROM trace WHERE action='interview'") == 1
+
+        await console.handle_line("/sim status c1")
+        status = capsys.readouterr().out
+        assert "4. run: done" in status and "run: idle: rounds" in status and "open for interviews" in status
+
+        # after the last round the environment is still open: everyone on both platforms
+        answers = await runs.interview("c1", None, "How did it go?", None)
+        assert sorted((a.platform, a.agent_id) for a in answers) == sorted(
+            [("twitter", i) for i in range(6)] + [("reddit", i) for i in (1, 2, 3, 5)])
+        assert all(a.answer and not a.error and a.round == 3 for a in answers)
+        await console.handle_line("/interview c1 zed Hi?")
+        assert "no agent 'zed'" in capsys.readouterr().out
+        await console.handle_line("/sim resume c1")
+        assert "has finished; there is nothing to resume" in capsys.readouterr().out
+
+        # closed, then reopened from the databases (with the agents' memories) for a question
+        assert await runs.release("c1")
+        await until(lambda: _status(runs, "c1", "completed"), timeout=30)
+        await console.handle_line("/sim stop c1")
+        assert "is not running" in capsys.readouterr().out
+        await console.handle_line("/interview c1 Dev,cleo Looking back, what changed? --platform reddit")
+        out = capsys.readouterr().out
+        assert "• Cleo [reddit, agent 2, after round 3]: My view on 'Looking back" in out
+        assert "• Dev [reddit, agent 3" in out and "[twitter" not in out
+        assert await runs.release("c1")
+        rows = await app.db.fetchall("SELECT agent_name, platform FROM sim_interviews WHERE sim_id='c1' ORDER BY id")
+        assert len(rows) == 1 + 10 + 2 and rows[0]["agent_name"] == "Ben" and rows[-1]["platform"] == "reddit"
+        assert all(p.stat().st_size == 0 for p in (folder / "log").iterdir())  # oasis's debug logs tamed
+        assert "db_path" in (folder / "run.log").read_text()  # oasis's prints went to the log, not the protocol
+        assert not responder.rejected  # trimmed memories and mid-step interviews kept tool calls whole
+    finally:
+        await app.close()
+
+
+async def _status(runs, sim_id: str, status: str) -> bool:
+    state = await runs.get(sim_id)
+    return state is not None and state.status == status
