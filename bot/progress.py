@@ -27,7 +27,11 @@ def final_text(job: Job) -> str:
 
 
 async def follow_job(app, job: Job, reply: Reply, interval: float | None = None) -> None:
-    """Post a progress message for ``job`` and keep it current until the job ends."""
+    """Post a progress message for ``job`` and keep it current until the job ends.
+
+    Edits are at least ``interval`` apart; progress held back by that throttle is shown once
+    the interval has passed, even when the job reports nothing more for a long while.
+    """
     interval = app.config.jobs.progress_interval_s if interval is None else interval
     last_text = progress_text(job)  # ``job`` is the live object: it may change while we post
     try:
@@ -36,44 +40,47 @@ async def follow_job(app, job: Job, reply: Reply, interval: float | None = None)
         log.warning("could not post a progress message for job %s", job.id, exc_info=True)
         return
     last_at = time.monotonic()
-    pending: Job | None = None
-    events = app.jobs.watch(job.id)
-    first = asyncio.ensure_future(anext(events, None))  # subscribes before we look at the job again
-    await asyncio.sleep(0)
-    # Progress reported while the first message was being posted would otherwise be missed.
-    current = await app.jobs.get(job.id)
-    if current is not None and not current.finished and progress_text(current) != last_text:
-        last_text = progress_text(current)
+
+    async def edit(text: str) -> None:
+        nonlocal last_text, last_at
+        if text == last_text:  # Telegram refuses identical edits; others waste a request
+            return
         try:
-            await sent.edit(last_text)
+            await sent.edit(text)
         except Exception:
             log.warning("could not edit progress message", exc_info=True)
+        last_text, last_at = text, time.monotonic()
 
-    async def rest():
-        event = await first
-        if event is not None:
-            yield event
-            async for event in events:
-                yield event
-
-    async for event in rest():
-        pending = event.job
-        if time.monotonic() - last_at < interval:
-            continue
-        text = progress_text(pending)
-        if text != last_text:
-            try:
-                await sent.edit(text)
-            except Exception:
-                log.warning("could not edit progress message", exc_info=True)
-            last_text, last_at, pending = text, time.monotonic(), None
+    events = app.jobs.watch(job.id)
+    upcoming = asyncio.ensure_future(anext(events, None))  # subscribes before we look at the job again
+    try:
+        await asyncio.sleep(0)
+        # Progress reported while the first message was being posted would otherwise be missed.
+        current = await app.jobs.get(job.id)
+        if current is not None and not current.finished:
+            await edit(progress_text(current))
+        pending: Job | None = None
+        while True:
+            wait = None if pending is None else max(0.0, interval - (time.monotonic() - last_at))
+            done, _ = await asyncio.wait({upcoming}, timeout=wait)
+            if not done:  # the throttle held this back and nothing newer came: show it now
+                await edit(progress_text(pending))
+                pending = None
+                continue
+            event = upcoming.result()
+            if event is None:
+                break
+            upcoming = asyncio.ensure_future(anext(events, None))
+            pending = event.job
+            if time.monotonic() - last_at >= interval:
+                await edit(progress_text(pending))
+                pending = None
+    finally:
+        upcoming.cancel()
     final = await app.jobs.get(job.id)
     if final is None:
         return
-    try:
-        await sent.edit(final_text(final))
-    except Exception:
-        log.warning("could not edit progress message", exc_info=True)
+    await edit(final_text(final))
     await reply.send(final_text(final))
 
 
