@@ -9,9 +9,9 @@ import pytest
 from bot.app import App
 from bot.neutral import Incoming, Reply, Sent
 from engine.config import parse_config
+from engine.embedder import Embedder
 from engine.sim import pipeline
 from engine.sim.report.step import step as report_step
-from engine.sim.vectors import MiniLM
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.simdata import sample_simulation, write_environment, write_graph
 from tests.test_report_agent import scripted
@@ -116,7 +116,7 @@ async def test_report_as_a_pipeline_step(app, folder, openai_server):  # noqa: F
     openai_server.responder = scripted
     await write_graph(app.db, "sim1", folder)
     spec, sim_folder, _, _ = await pipeline.load_simulation(app.db, "sim1")
-    ctx = pipeline.SimContext("sim1", sim_folder, app.db, app.services["llm"], MiniLM(), spec, app.config)
+    ctx = pipeline.SimContext("sim1", sim_folder, app.db, app.services["llm"], Embedder(), spec, app.config)
     results = await pipeline.run_pipeline(ctx, [("report", report_step)])
     summary = results["report"]
     assert summary["report"] == str(folder / "report" / "report.md")
