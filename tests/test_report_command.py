@@ -8,8 +8,8 @@ import pytest
 
 from bot.app import App
 from bot.neutral import Incoming, Reply, Sent
+from bot.scheduler import build_digest
 from engine.config import parse_config
-from engine.embedder import Embedder
 from engine.sim import pipeline
 from engine.sim.report.step import step as report_step
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
@@ -72,7 +72,7 @@ def said(text: str) -> Incoming:
 
 async def test_report_command_writes_then_posts_summary_charts_and_file(app, folder, openai_server):  # noqa: F811
     openai_server.responder = scripted
-    await write_graph(app.db, "sim1", folder)
+    await write_graph(app.db, "sim1", folder, app.services["embedder"])
     reply = app.reply
     await app.handle(said("/report sim1"), reply)
     assert "Writing the report of simulation `sim1`" in reply.of("send")[0][1]
@@ -104,19 +104,28 @@ async def test_report_command_refusals(app, folder, tmp_path):
     await app.handle(said("/report nosuch"), reply)
     assert reply.log == [("send", "⚠ no simulation nosuch here. /sims lists them.")]
     # a simulation that has not run: the job fails with a clear message, nothing is posted
-    await write_graph(app.db, "sim2", tmp_path / "empty")
+    await write_graph(app.db, "sim2", tmp_path / "empty", app.services["embedder"])
     await app.handle(said("/report sim2"), reply)
     job = (await app.jobs.list(scope="console:local", kind="report"))[0]
     job = await app.jobs.wait(job.id)
     assert job.state == "failed" and job.error == "simulation sim2 has not finished its run yet: there is nothing to report"
     assert reply.of("file") == []
+    # while the simulation's own job runs, its last step will write and post the report
+    await app.db.execute("INSERT INTO jobs(id, kind, scope, title, state, created_at, updated_at)"
+                         " VALUES ('pj1', 'simulation', 'console:local', 'simulation sim2', 'running', 'x', 'x')")
+    await app.db.execute("UPDATE simulations SET job_id = 'pj1' WHERE id = 'sim2'")
+    reply.log.clear()
+    await app.handle(said("/report sim2"), reply)
+    assert reply.log == [("send", "Simulation `sim2` is still under way (job `pj1`); its report is written at "
+                                  "the end and posted in its channel.")]
 
 
 async def test_report_as_a_pipeline_step(app, folder, openai_server):  # noqa: F811
     openai_server.responder = scripted
-    await write_graph(app.db, "sim1", folder)
+    await write_graph(app.db, "sim1", folder, app.services["embedder"])
     spec, sim_folder, _, _ = await pipeline.load_simulation(app.db, "sim1")
-    ctx = pipeline.SimContext("sim1", sim_folder, app.db, app.services["llm"], Embedder(), spec, app.config)
+    ctx = pipeline.SimContext("sim1", sim_folder, app.db, app.services["llm"],
+                              app.services["embedder"], spec, app.config)
     results = await pipeline.run_pipeline(ctx, [("report", report_step)])
     summary = results["report"]
     assert summary["report"] == str(folder / "report" / "report.md")
@@ -128,7 +137,7 @@ async def test_report_as_a_pipeline_step(app, folder, openai_server):  # noqa: F
 
 async def test_a_simulation_ending_with_its_report_posts_it_in_its_channel(app, folder, openai_server):  # noqa: F811
     openai_server.responder = scripted
-    await write_graph(app.db, "sim1", folder)
+    await write_graph(app.db, "sim1", folder, app.services["embedder"])
     assert [name for name, _ in pipeline.STEPS][-1] == "report"
     for step in ("ontology", "graph", "environment"):   # prepared already: the job goes to the report
         await app.db.execute("INSERT INTO sim_steps(sim_id, step, finished_at) VALUES ('sim1', ?, 'x')", (step,))
@@ -145,3 +154,5 @@ async def test_a_simulation_ending_with_its_report_posts_it_in_its_channel(app, 
     row = await app.db.fetchone("SELECT * FROM sim_reports WHERE sim_id = 'sim1'")
     assert row["path"] == str(folder / "report" / "report.md") and row["unverified"] == 1
     assert row["summary"].startswith("Commuters push back")
+    digest = await build_digest(app, "console:local", "2000-01-01T00:00:00+00:00")
+    assert f"(`{job.id}`) done — report: /report sim1" in digest

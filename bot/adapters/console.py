@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import sys
+import time
 from pathlib import Path
 
 from bot.app import App
@@ -67,6 +68,8 @@ class Console:
         self.reply = ConsoleReply(self.out)
         self.user = getpass.getuser()
         self.started_jobs: set[str] = set()
+        # Message ids must stay unique across sessions (memory skips ids it already holds).
+        self._session = f"{time.time_ns():x}"
         self._seq = 0
         app.outlets["console"] = lambda scope, channel: self.reply
         app.jobs.subscribe(self._on_job_event)
@@ -79,7 +82,7 @@ class Console:
     def incoming(self, line: str) -> Incoming:
         self._seq += 1
         return Incoming(platform="console", scope=SCOPE, channel=CHANNEL, author_id=self.user,
-                        author_name=self.user, text=line, message_id=f"console-{self._seq}",
+                        author_name=self.user, text=line, message_id=f"console-{self._session}-{self._seq}",
                         is_admin=True)
 
     async def handle_line(self, line: str) -> None:

@@ -20,6 +20,7 @@ COMMANDS = [
     "bot.cli.db",
     "bot.cli.simulate",
     "bot.cli.discord",
+    "bot.cli.memory",
 ]
 
 

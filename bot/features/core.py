@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from bot.commands.registry import Arg, CommandContext
+from bot.confirm import Confirmations
 from engine.jobs import Job
 
 
@@ -17,6 +18,17 @@ def describe_job(job: Job) -> str:
 
 def setup(app) -> None:
     reg = app.commands
+    app.services["confirmations"] = confirmations = Confirmations()
+
+    @reg.command("confirm", "Go ahead with an action that asked for confirmation", [
+        Arg("code", "the code the bot gave")], group="jobs")
+    async def confirm(ctx: CommandContext) -> None:
+        action = confirmations.take(ctx.scope, ctx.message.author_id, ctx.args["code"].strip())
+        if action is None:
+            await ctx.reply.error(f"nothing waits for code {ctx.args['code']} from you here (codes expire "
+                                  f"after {confirmations.ttl_s / 60:.0f} minutes).")
+            return
+        await action()
 
     @reg.command("help", "List the commands, or explain one", [
         Arg("command", "a command name", required=False)])

@@ -72,6 +72,13 @@ def setup(app) -> None:
             return
         if "llm" not in app.services:
             raise UsageError("reports need an LLM: set [llm] base_url in config.toml")
+        pipeline_job = await app.db.fetchval(
+            "SELECT j.id FROM simulations s JOIN jobs j ON j.id = s.job_id"
+            " WHERE s.id = ? AND j.state IN ('queued','running')", (sim_id,))
+        if pipeline_job:   # its last step writes the report, which is then posted in its channel
+            await ctx.reply.send(f"Simulation `{sim_id}` is still under way (job `{pipeline_job}`); "
+                                 "its report is written at the end and posted in its channel.")
+            return
         running = await app.db.fetchval(
             "SELECT id FROM jobs WHERE kind='report' AND state IN ('queued','running')"
             " AND json_extract(params, '$.sim_id') = ?", (sim_id,))

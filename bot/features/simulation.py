@@ -9,10 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from bot.commands.registry import Arg, CommandContext, UsageError
-from engine.documents import check_document
+from engine.documents import read_documents
 from engine.jobs import JobError
-from engine.offload import run_cpu
 from engine.sim import pipeline
+from engine.sim.estimate import estimate
 from engine.sim.graphstore import GraphStore
 from engine.embedder import Embedder
 
@@ -36,7 +36,10 @@ def setup(app) -> None:
         if llm is None:
             raise JobError("no LLM is configured: set [llm] base_url in config.toml")
         handler = pipeline.job_handler(app.db, app.config, llm, _embedder(app), app.services["sim_graph"])
-        return await handler(job)
+        result = await handler(job)
+        await job.progress(1.0, f"{result['llm_calls']:,} LLM calls, {result['tokens']:,} tokens used"
+                           + (f", ≈ ${result['cost_usd']:.2f}" if result["cost_usd"] else ""))
+        return result
 
     app.jobs.register("simulation", run_simulation)
 
@@ -57,16 +60,29 @@ def setup(app) -> None:
             paths.append(Path(att.path))
         if len(paths) > app.config.documents.max_files:
             raise UsageError(f"too many documents ({len(paths)}; the limit is {app.config.documents.max_files})")
-        for path in paths:
-            await run_cpu(check_document, path, app.config.documents)
-        sim_id, spec = await pipeline.create_simulation(
-            app.db, app.config, paths, ctx.args["requirement"], ctx.scope, ctx.message.channel,
-            agents=ctx.args.get("agents"), rounds=ctx.args.get("rounds"))
-        job = await app.jobs.submit("simulation", {"sim_id": sim_id}, ctx.scope, channel=ctx.message.channel,
-                                    title=f"simulation {sim_id}")
-        await app.db.execute("UPDATE simulations SET job_id=? WHERE id=?", (job.id, sim_id))
-        await ctx.reply.send(f"Simulation `{sim_id}` started (job `{job.id}`) with {len(spec.documents)} "
-                             f"document(s). /sim status {sim_id} shows its steps.")
+        docs = await read_documents(paths, app.config.documents)
+        sim_cfg = app.config.simulation
+        agents = min(ctx.args.get("agents") or sim_cfg.default_agents, sim_cfg.max_agents)
+        rounds = min(ctx.args.get("rounds") or sim_cfg.default_rounds, sim_cfg.max_rounds)
+        cost = estimate(app.config, sum(d.chars for d in docs), agents, rounds)
+
+        async def start() -> None:
+            sim_id, spec = await pipeline.create_simulation(
+                app.db, app.config, paths, ctx.args["requirement"], ctx.scope, ctx.message.channel,
+                agents=ctx.args.get("agents"), rounds=ctx.args.get("rounds"))
+            job = await app.jobs.submit("simulation", {"sim_id": sim_id}, ctx.scope,
+                                        channel=ctx.message.channel, title=f"simulation {sim_id}")
+            await app.db.execute("UPDATE simulations SET job_id=? WHERE id=?", (job.id, sim_id))
+            await ctx.reply.send(f"Simulation `{sim_id}` started (job `{job.id}`) with {len(spec.documents)} "
+                                 f"document(s), {agents} agents at most, {rounds} rounds; estimated "
+                                 f"{cost.describe()}. /sim status {sim_id} shows its steps.")
+
+        if _needs_confirmation(app.config, cost):
+            code = app.services["confirmations"].ask(ctx.scope, ctx.message.author_id, start)
+            await ctx.reply.send(f"This simulation would take {cost.describe()}. "
+                                 f"Type /confirm {code} within 10 minutes to start it.")
+            return
+        await start()
 
     @reg.command("sims", "Simulations of this server or chat", group="simulation")
     async def sims(ctx: CommandContext) -> None:
@@ -100,6 +116,13 @@ def setup(app) -> None:
             raise UsageError("simulation runs are not enabled in this bot")
         from bot.features import simrun
         await (simrun.sim_stop if action == "stop" else simrun.sim_resume)(app, ctx, row)
+
+
+def _needs_confirmation(config, cost) -> bool:
+    limit_usd, limit_tokens = config.simulation.confirm_above_usd, config.simulation.confirm_above_tokens
+    if cost.usd is not None:
+        return limit_usd > 0 and cost.usd > limit_usd
+    return limit_tokens > 0 and cost.tokens > limit_tokens
 
 
 def _clip(text: str, n: int) -> str:

@@ -1,6 +1,7 @@
 """Chat history importers: JSONL, Telegram Desktop JSON export, DiscordChatExporter JSON.
 
-Each parser returns ``ChatRecord``s in chronological order (stable for equal times).
+``load_history`` turns a file into ``MemoryMessage``s of one scope for
+``MemoryEngine.ingest_many``. Each parser returns ``ChatRecord``s in chronological order (stable for equal times).
 ``detect_format`` guesses the format from the content, not the file name. A broken or
 unexpected file raises ``ImportFileError`` with one message that says where (the line number
 for JSONL, the message index for the JSON exports).
@@ -12,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
+
+from engine.memory.models import MemoryMessage
 
 FORMATS = ("jsonl", "telegram", "discord")
 JSONL_FIELDS = ("id", "channel", "author", "ts", "text")
@@ -240,3 +243,9 @@ def read_history(path: str | Path, fmt: str = "auto") -> tuple[str, list[ChatRec
     if fmt == "jsonl":
         return fmt, parse_jsonl(path, text)
     return fmt, PARSERS[fmt](path, data)
+
+
+def load_history(path: str | Path, scope: str, fmt: str = "auto") -> tuple[str, list[MemoryMessage]]:
+    """Parse a chat export into the scope's memory messages, oldest first."""
+    fmt, records = read_history(path, fmt)
+    return fmt, [MemoryMessage(scope, r.channel, r.message_id, r.author, r.text, r.ts) for r in records]

@@ -44,7 +44,7 @@ class CentroidIndex:
         self._new_index(int(len(world_ids) * 1.5) + 16)
         if world_ids:
             labels = np.arange(len(world_ids))
-            self._index.add_items(np.asarray(vectors, dtype=np.float32), labels, num_threads=1)
+            self._index.add_items(np.asarray(vectors, dtype=np.float32), labels)  # all cores
             for label, wid in zip(labels.tolist(), world_ids):
                 self._ids[label] = wid
                 self._labels[wid] = label
@@ -81,7 +81,21 @@ class CentroidIndex:
     def vectors(self, world_ids: list[str]) -> np.ndarray:
         if not world_ids:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.asarray(self._index.get_items([self._labels[w] for w in world_ids]), dtype=np.float32)
+        return self._index.get_items([self._labels[w] for w in world_ids], return_type="numpy")
+
+    def search_many(self, vectors: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
+        """``search`` for many vectors in one call."""
+        k = min(k, len(self._labels))
+        if k <= 0 or len(vectors) == 0:
+            return [[] for _ in range(len(vectors))]
+        query = np.asarray(vectors, dtype=np.float32)
+        try:
+            labels, dists = self._index.knn_query(query, k=k)
+        except RuntimeError:
+            self._compact()
+            labels, dists = self._index.knn_query(query, k=k)
+        return [[(self._ids[int(lab)], 1.0 - float(d)) for lab, d in zip(row_l, row_d)]
+                for row_l, row_d in zip(labels, dists)]
 
     def search(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
         """The ``k`` nearest worlds as (world id, cosine similarity), most similar first."""

@@ -23,8 +23,8 @@ def merge_pairs(index: CentroidIndex, threshold: float) -> list[tuple[str, str, 
         return []
     vectors = index.vectors(ids)
     pairs = []
-    for wid, vec in zip(ids, vectors):
-        for other, sim in index.search(vec, 2):
+    for wid, found in zip(ids, index.search_many(vectors, 2)):
+        for other, sim in found:
             if other != wid and sim >= threshold and wid < other:
                 pairs.append((wid, other, sim))
     pairs.sort(key=lambda p: -p[2])

@@ -1,0 +1,139 @@
+"""Memory from the terminal: `import` a chat export, list `worlds`, `merge` worlds now.
+
+Run these while the bot is stopped (or restart it afterwards): a running bot keeps its own
+in-memory index of each scope and would not see worlds created here until it restarts.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from engine.db import open_database
+from engine.embedder import Embedder
+from engine.memory import MemoryEngine
+from engine.memory.importers import FORMATS, ImportFileError, load_history
+from engine.offload import run_cpu
+
+IMPORT_HELP = """Replay a chat export into memory, oldest message first, with batched embeddings.
+Formats: JSONL (one {"id", "channel", "author", "ts" ISO-8601, "text"} object per line), a
+Telegram Desktop export (result.json, one chat or the full export) or a DiscordChatExporter
+JSON file; auto detects which from the content. Messages already stored (same scope, channel
+and id) are skipped, so an interrupted import can simply be run again.
+
+The scope is the memory space the worlds belong to; nothing crosses scopes. It defaults to
+import:<file name without extension>. To add the history to a chat the bot serves, give that
+chat's scope: discord:<guild id>, telegram:<chat id> or console:local."""
+
+
+def register(sub) -> None:
+    p = sub.add_parser("import", help="replay a chat export (JSONL, Telegram, Discord) into memory",
+                       description=IMPORT_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--scope", help="memory scope (default: import:<file stem>)")
+    p.add_argument("--format", choices=["auto", *FORMATS], default="auto", help="file format (default: auto)")
+    p.set_defaults(func=import_)
+
+    w = sub.add_parser("worlds", help="list the worlds of a scope with the ids of the messages they hold")
+    w.add_argument("--scope", help="only this scope (default: every scope)")
+    w.add_argument("--json", action="store_true", help="print a JSON list of worlds")
+    w.set_defaults(func=worlds)
+
+    m = sub.add_parser("merge", help="run memory upkeep now: decay beliefs, merge near-duplicate worlds, "
+                                     "remove dead ones, rename grown ones")
+    m.add_argument("--scope", help="only this scope (default: every scope)")
+    m.set_defaults(func=merge)
+
+
+async def _open(config):
+    db = await open_database(config.db_path)
+    emb = config.embedder
+    engine = MemoryEngine(db, Embedder(emb.model, emb.batch_size, emb.device), config.memory)
+    await engine.start()
+    return db, engine
+
+
+async def _close(db, engine) -> None:
+    await engine.close()
+    await db.close()
+
+
+async def import_(args, config) -> int:
+    path = Path(args.file)
+    scope = args.scope or f"import:{path.stem}"
+    try:
+        fmt, messages = await run_cpu(load_history, path, scope, args.format)
+    except ImportFileError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if not messages:
+        print(f"{path}: no messages with text to import ({fmt})")
+        return 0
+    db, engine = await _open(config)
+    try:
+        with tqdm(total=len(messages), desc=f"import {fmt}", unit="msg", file=sys.stderr) as bar:
+            def progress(done: int, total: int) -> None:
+                bar.update(done - bar.n)
+            results = await engine.ingest_many(messages, progress)
+        await engine.flush()  # name the worlds now rather than after the process is gone
+        infos = await engine.worlds(scope)
+    finally:
+        await _close(db, engine)
+    born = sum(r.action == "birth" for r in results)
+    skipped = len(messages) - len(results)
+    print(f"imported {len(results)} messages from {path} ({fmt}) into scope {scope}: "
+          f"{born} worlds born, {len(infos)} worlds in the scope"
+          + (f"; {skipped} already stored, skipped" if skipped else ""))
+    return 0
+
+
+async def _scopes(db, scope: str | None) -> list[str]:
+    if scope:
+        return [scope]
+    return [r["scope"] for r in await db.fetchall("SELECT DISTINCT scope FROM worlds ORDER BY scope")]
+
+
+async def worlds(args, config) -> int:
+    db, engine = await _open(config)
+    try:
+        out = []
+        for scope in await _scopes(db, args.scope):
+            held = await engine.messages_of(scope)
+            for w in await engine.worlds(scope):
+                out.append({"scope": scope, "id": w.id, "topic": w.topic, "maturity": round(w.maturity, 4),
+                            "access_count": w.access_count, "beliefs": w.beliefs, "evidence": w.evidence,
+                            "created_at": w.created_at.isoformat(), "last_active": w.last_active.isoformat(),
+                            "messages": held.get(w.id, [])})
+    finally:
+        await _close(db, engine)
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False, indent=1))
+        return 0
+    if not out:
+        print(f"no worlds in scope {args.scope}" if args.scope else "no worlds yet")
+        return 0
+    scope = None
+    for w in out:
+        if w["scope"] != scope:
+            scope = w["scope"]
+            print(f"{scope}:")
+        ids = w["messages"]
+        shown = ", ".join(ids[:12]) + (f", … (+{len(ids) - 12})" if len(ids) > 12 else "")
+        print(f"  {w['id']}  {w['topic'] or '(unnamed)'} — maturity {w['maturity']:.2f}, "
+              f"accessed {w['access_count']}, {w['beliefs']} beliefs, {w['evidence']} messages: {shown}")
+    return 0
+
+
+async def merge(args, config) -> int:
+    db, engine = await _open(config)
+    try:
+        totals = await engine.maintain(args.scope)
+    finally:
+        await _close(db, engine)
+    where = f"scope {args.scope}" if args.scope else "every scope"
+    print(f"{where}: merged {totals['merged']} pairs of worlds, removed {totals['removed']} empty ones, "
+          f"decayed {totals['decayed']} beliefs, renamed {totals['renamed']} worlds")
+    return 0

@@ -1,0 +1,39 @@
+"""Actions that wait for the same person to type /confirm <code> (costly or destructive work)."""
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+Action = Callable[[], Awaitable[None]]
+
+
+@dataclass
+class Pending:
+    scope: str
+    author: str
+    action: Action
+    expires: float
+
+
+class Confirmations:
+    def __init__(self, ttl_s: float = 600.0):
+        self.ttl_s = ttl_s
+        self._pending: dict[str, Pending] = {}
+
+    def ask(self, scope: str, author: str, action: Action) -> str:
+        """Hold ``action`` until its author confirms; returns the code to type."""
+        now = time.monotonic()
+        self._pending = {c: p for c, p in self._pending.items() if p.expires > now}
+        code = secrets.token_hex(3)
+        self._pending[code] = Pending(scope, author, action, now + self.ttl_s)
+        return code
+
+    def take(self, scope: str, author: str, code: str) -> Action | None:
+        """The held action if ``code`` is this person's, in this scope, and not expired."""
+        pending = self._pending.get(code)
+        if pending is None or pending.scope != scope or pending.author != author:
+            return None
+        del self._pending[code]
+        return pending.action if pending.expires > time.monotonic() else None

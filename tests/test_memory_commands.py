@@ -1,0 +1,111 @@
+"""The memory commands end to end through App.handle, as the console and Telegram drive them."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.app import App
+from bot.neutral import Incoming, Reply, Sent
+from engine.config import parse_config
+
+
+class Noted(Sent):
+    async def edit(self, text: str) -> None:
+        pass
+
+
+class Collect(Reply):
+    max_len = 100_000
+
+    def __init__(self):
+        self.texts: list[str] = []
+
+    async def _send_one(self, text: str) -> Sent:
+        self.texts.append(text)
+        return Noted()
+
+    async def upload(self, path: Path, caption: str = "", image: bool = False) -> Sent:
+        return Noted()
+
+
+class Person:
+    def __init__(self, app: App, name: str, admin: bool = False, channel: str = "general"):
+        self.app, self.name, self.admin, self.channel = app, name, admin, channel
+        self.n = 0
+
+    async def say(self, text: str, channel: str | None = None) -> str:
+        self.n += 1
+        reply = Collect()
+        msg = Incoming("console", "console:test", channel or self.channel, self.name, self.name, text,
+                       message_id=f"{self.name}-{self.n}", is_admin=self.admin)
+        await self.app.handle(msg, reply)
+        return "\n".join(reply.texts)
+
+
+async def test_memory_commands(tmp_path):
+    config = parse_config({"bot": {"data_dir": str(tmp_path)}, "memory": {"base_threshold": 0.3}})
+    app = await App.create(config, features=["bot.features.core", "bot.features.memory"])
+    await app.start()
+    try:
+        bob, admin = Person(app, "bob"), Person(app, "root", admin=True)
+        assert "No worlds yet" in await bob.say("/worlds")
+        for line in ["how do I read a csv file with pandas", "pandas read_csv takes a sep argument",
+                     "my sourdough bread did not rise in the oven"]:
+            assert await bob.say(line) == ""
+        assert await bob.say("the bakery sells rye bread on sundays", channel="food") == ""
+        listing = await bob.say("/worlds")
+        assert listing.startswith("2 worlds") or listing.startswith("3 worlds"), listing
+        engine = app.services["memory"]
+        worlds = await engine.worlds("console:test")
+        pandas_world = next(w for w in worlds if "pandas" in w.topic or "csv" in w.topic)
+
+        shown = await bob.say(f"/world {pandas_world.id}")
+        assert pandas_world.id in shown and "No beliefs extracted yet" in shown
+        assert "no world matches" in await bob.say("/world nosuchthing")
+        assert pandas_world.id in await bob.say(f"/world {pandas_world.id[:4]}")
+        word = next(w for w in ("pandas", "csv") if w in pandas_world.topic)
+        assert pandas_world.id in await bob.say(f"/world {word.upper()}")
+        assert "no world matches" in await bob.say("/world %")
+
+        recalled = await bob.say("/recall reading csv files in pandas")
+        assert pandas_world.id in recalled and "read_csv takes a sep argument" in recalled
+        asked = await bob.say("/ask how do I read a csv?")
+        assert "No language model is configured" in asked and "read_csv" in asked
+
+        assert "no longer remember" in await bob.say("/memory off")
+        await bob.say("pandas merge is confusing")
+        assert sum(w.evidence for w in await engine.worlds("console:test")) == 4
+        await bob.say("/memory on")
+        await bob.say("pandas merge is confusing")
+        assert sum(w.evidence for w in await engine.worlds("console:test")) == 5
+
+        assert "nothing to confirm" in await bob.say("/forget confirm")
+        assert "/forget confirm within 60 s" in await bob.say("/forget")
+        forgot = await bob.say("/forget confirm")
+        assert "Forgot this channel: 4 messages" in forgot
+        left = await engine.worlds("console:test")
+        assert [w.evidence for w in left] == [1]  # the food channel's message
+
+        assert "needs an administrator" in await bob.say("/forget all")
+        await admin.say("/forget all")
+        assert "Forgot this server or chat" in await admin.say("/forget confirm")
+        assert await engine.worlds("console:test") == []
+    finally:
+        await app.close()
+
+
+async def test_ask_with_a_failing_llm_falls_back_to_recall(tmp_path):
+    from tests.fakes.openai_server import FakeOpenAI, Raw
+    with FakeOpenAI(lambda body: Raw(500, {"error": {"message": "overloaded"}})) as server:
+        config = parse_config({"bot": {"data_dir": str(tmp_path)},
+                               "llm": {"base_url": server.base_url, "max_retries": 0},
+                               "memory": {"extract_every_s": 600}})
+        app = await App.create(config, features=["bot.features.core", "bot.features.llm", "bot.features.memory"])
+        await app.start()
+        try:
+            bob = Person(app, "bob")
+            await bob.say("the sourdough bread needs a hotter oven")
+            answer = await bob.say("/ask how hot should the oven be?")
+            assert "language model could not answer" in answer and "hotter oven" in answer
+            assert server.requests  # the LLM was asked
+        finally:
+            await app.close()

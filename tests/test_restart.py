@@ -1,0 +1,65 @@
+"""A real crash: the bot process is killed with SIGKILL mid-simulation, started again, told
+about the interrupted job, and `/resume` finishes it without redoing completed steps.
+Console `--wait` keeps the process alive until the job it started has ended."""
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+
+from tests.conftest import REPO, bot_command, bot_env
+from tests.fakes.report_responder import PipelineResponder
+from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
+
+SAMPLE = REPO / "tests" / "data" / "harbour_strike.md"
+
+
+def write_config(tmp_path, server):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f'[bot]\ndata_dir = "data"\n[jobs]\nprogress_interval_s = 0.0\n'
+                   f'[llm]\nbase_url = "{server.base_url}"\nretry_max_wait_s = 0.05\n')
+    return cfg
+
+
+def jobs(tmp_path):
+    with sqlite3.connect(tmp_path / "data" / "bot.sqlite3") as conn:
+        return conn.execute("SELECT id, state FROM jobs").fetchall()
+
+
+def test_kill_9_then_restart_reports_and_resumes_without_redoing_steps(openai_server, tmp_path):
+    responder = PipelineResponder()
+    openai_server.responder = responder
+    cfg = write_config(tmp_path, openai_server)
+    first = subprocess.Popen(bot_command("--config", str(cfg), "run"), stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, cwd=REPO,
+                             env=bot_env(), start_new_session=True)
+    try:
+        first.stdin.write(f"/simulate {SAMPLE} what happens next? --agents 6 --rounds 2\n")
+        first.stdin.flush()
+        deadline = time.monotonic() + 120
+        # the ontology step has finished once chunk extraction requests arrive
+        while responder.sim.counts["extraction"] == 0:
+            assert time.monotonic() < deadline, "the simulation never reached the graph step"
+            assert first.poll() is None, "the bot exited early"
+            time.sleep(0.05)
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait(10)
+    [(job_id, state)] = jobs(tmp_path)
+    assert state == "running"  # what a killed process leaves behind
+    assert responder.sim.counts["ontology"] == 1
+
+    second = subprocess.run(bot_command("--config", str(cfg), "run", "--wait"),
+                            input=f"/jobs\n/resume {job_id}\n", capture_output=True, text=True,
+                            timeout=400, cwd=REPO, env=bot_env())
+    assert second.returncode == 0, second.stderr[-3000:]
+    out = second.stdout
+    assert f"(`{job_id}`) was interrupted by a restart" in out
+    assert f"`{job_id}`" in out and "interrupted" in out.split("/resume")[0]
+    assert f"Resuming" in out
+    assert f"(`{job_id}`) finished" in out  # --wait kept the console open until the end
+    assert jobs(tmp_path) == [(job_id, "done")]
+    assert responder.sim.counts["ontology"] == 1  # step 1 was not redone after the crash
+    assert responder.report.counts["outline"] == 1
