@@ -61,6 +61,10 @@ async def test_memory_commands(tmp_path):
         shown = await bob.say(f"/world {pandas_world.id}")
         assert pandas_world.id in shown and "No beliefs extracted yet" in shown
         assert "no world matches" in await bob.say("/world nosuchthing")
+        assert pandas_world.id in await bob.say(f"/world {pandas_world.id[:4]}")
+        word = next(w for w in ("pandas", "csv") if w in pandas_world.topic)
+        assert pandas_world.id in await bob.say(f"/world {word.upper()}")
+        assert "no world matches" in await bob.say("/world %")
 
         recalled = await bob.say("/recall reading csv files in pandas")
         assert pandas_world.id in recalled and "read_csv takes a sep argument" in recalled
@@ -87,3 +91,21 @@ async def test_memory_commands(tmp_path):
         assert await engine.worlds("console:test") == []
     finally:
         await app.close()
+
+
+async def test_ask_with_a_failing_llm_falls_back_to_recall(tmp_path):
+    from tests.fakes.openai_server import FakeOpenAI, Raw
+    with FakeOpenAI(lambda body: Raw(500, {"error": {"message": "overloaded"}})) as server:
+        config = parse_config({"bot": {"data_dir": str(tmp_path)},
+                               "llm": {"base_url": server.base_url, "max_retries": 0},
+                               "memory": {"extract_every_s": 600}})
+        app = await App.create(config, features=["bot.features.core", "bot.features.llm", "bot.features.memory"])
+        await app.start()
+        try:
+            bob = Person(app, "bob")
+            await bob.say("the sourdough bread needs a hotter oven")
+            answer = await bob.say("/ask how hot should the oven be?")
+            assert "language model could not answer" in answer and "hotter oven" in answer
+            assert server.requests  # the LLM was asked
+        finally:
+            await app.close()

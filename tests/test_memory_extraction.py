@@ -6,14 +6,16 @@ import asyncio
 import json
 import re
 import time
+from datetime import timedelta
 
 import pytest
 
 from engine.config import LLMSection
 from engine.llm import LLMClient
 from engine.memory.extraction import SYSTEM_PROMPT
+from engine.memory.models import utcnow
 from tests.fakes.openai_server import FakeOpenAI, Raw, completion
-from tests.memory_helpers import Chat, close_engine, open_engine
+from tests.memory_helpers import T0, Chat, close_engine, open_engine
 
 FACTS = {
     "Alice lives in Paris": ("Alice", "lives in", "Paris", True),
@@ -93,6 +95,13 @@ async def test_extraction_batches_dedupes_and_supersedes(tmp_path, server):
     assert rows["Berlin"]["invalid_at"] is None
     world, beliefs = await engine.world(chat.scope, rows["Berlin"]["world_id"])
     assert [b.object for b in beliefs if not b.active] == ["Paris"]
+    digest = await engine.digest(chat.scope, T0 - timedelta(days=1))
+    assert [(d["old"], d["new"]) for d in digest["superseded_beliefs"]] == [
+        ("Alice lives in Paris", "Alice lives in Berlin")]
+    assert {d["text"] for d in digest["new_beliefs"]} == {"Alice lives in Berlin", "Alice works at Acme Corp"}
+    assert sum(d["added"] for d in digest["new_worlds"]) == 6 and digest["grown_worlds"] == []
+    assert await engine.digest(chat.scope, utcnow()) == {
+        "new_worlds": [], "grown_worlds": [], "new_beliefs": [], "superseded_beliefs": [], "merges": []}
 
     answer = await engine.ask(chat.scope, "Where does Alice live?")
     assert answer.answer == "Alice lives in Berlin [B3]."
@@ -122,5 +131,20 @@ async def test_extraction_runs_after_the_quiet_period_and_survives_restart(tmp_p
     db, engine = await open_engine(tmp_path / "m.db", llm=llm, extract_every_n=100, extract_every_s=0.1)
     await engine.flush()
     assert await db.fetchval("SELECT count(*) FROM beliefs WHERE object='Acme Corp'") == 1
+    await close_engine(db, engine)
+    await llm.close()
+
+
+async def test_answers_never_in_shape_are_skipped_not_retried_forever(tmp_path, server):
+    server.responder = lambda body: "I'd rather chat about the weather."
+    llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model", validation_retries=1))
+    db, engine = await open_engine(tmp_path / "m.db", llm=llm, extract_every_n=100, extract_every_s=600)
+    chat = Chat()
+    await engine.ingest(chat.msg("Alice lives in Paris"))
+    await engine.flush()
+    assert await db.fetchval("SELECT count(*) FROM memory_messages WHERE extracted=0") == 0
+    assert await db.fetchval("SELECT count(*) FROM beliefs") == 0
+    extraction_calls = [r for r in server.requests if r["messages"][0]["content"] == SYSTEM_PROMPT]
+    assert len(extraction_calls) == 2  # the first answer and one corrective retry, then given up
     await close_engine(db, engine)
     await llm.close()

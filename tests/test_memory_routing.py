@@ -117,6 +117,8 @@ async def test_merge_moves_everything_and_is_recorded(tmp_path):
     world, _ = await engine.route_query(chat.scope, "pandas csv")
     assert world.id == kept
     assert len(engine._scopes[chat.scope].index) == 2
+    digest = await engine.digest(chat.scope, utcnow() - timedelta(minutes=5))
+    assert [(m["kept_id"], m["absorbed_id"]) for m in digest["merges"]] == [(kept, merged[0]["absorbed"])]
     await close_engine(db, engine)
 
 

@@ -56,10 +56,14 @@ class Command:
     def usage(self) -> str:
         parts = [f"/{self.name}"]
         for a in self.args:
-            label = f"--{a.name} N" if a.option else (f"<{a.name}…>" if a.type == "text" else f"<{a.name}>")
+            if a.option:
+                value = "|".join(a.choices) if a.choices else ("N" if a.type in ("int", "float") else f"<{a.name}>")
+                label = f"--{a.name} {value}"
+            else:
+                label = f"<{a.name}…>" if a.type == "text" else f"<{a.name}>"
             if a.type == "attachment":
                 label = "<file…>" if a.multiple else "<file>"
-            if a.choices and not a.option:
+            elif a.choices and not a.option:
                 label = "|".join(a.choices)
             parts.append(label if a.required else f"[{label}]")
         return " ".join(parts)

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.neutral import Incoming
 from engine.embedder import Embedder
+from engine.llm.errors import LLMError
 from engine.memory import MemoryEngine, MemoryMessage, RecallResult
 from engine.memory.models import Belief, Evidence
 
@@ -114,7 +115,12 @@ def setup(app) -> None:
     @reg.command("ask", "Answer a question from memory, citing what it rests on",
                  [Arg("question", "your question", type="text")], group="memory")
     async def ask(ctx: CommandContext) -> None:
-        result = await engine.ask(ctx.scope, ctx.args["question"])
+        try:
+            result = await engine.ask(ctx.scope, ctx.args["question"])
+        except LLMError as err:
+            await ctx.reply.send(f"⚠ The language model could not answer ({err}); here is what memory holds:\n"
+                                 + recall_text(await engine.recall(ctx.scope, ctx.args["question"])))
+            return
         if result.answer is None:
             note = ("No language model is configured, so here is what memory holds instead of an answer:\n"
                     if result.recall.world is not None else "")

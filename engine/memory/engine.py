@@ -13,7 +13,7 @@ import inspect
 import logging
 from collections import deque
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 import numpy as np
@@ -21,6 +21,7 @@ import numpy as np
 from engine.config import MemorySection
 from engine.db import Database
 from engine.embedder import Embedder
+from engine.llm.errors import InvalidAnswer
 from engine.memory import beliefs as belief_store
 from engine.memory import lifecycle, recall as recall_mod, router, topics
 from engine.memory.beliefs import BELIEF_COLUMNS, NewBelief, belief_from_row
@@ -364,13 +365,22 @@ class MemoryEngine:
         wanted = name_or_id.strip().lower()
         if not wanted:
             return None
-        infos = await self._infos(scope)
-        match = (next((w for w in infos if w.id == wanted), None)
-                 or next((w for w in infos if len(wanted) >= 3 and w.id.startswith(wanted)), None)
-                 or next((w for w in infos if w.topic.lower() == wanted), None)
-                 or max((w for w in infos if wanted in w.topic.lower()), key=lambda w: w.access_count, default=None))
-        if match is None:
+        like = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        found = None
+        for sql, param in (("id=?", wanted),
+                           ("id LIKE ? ESCAPE '\\'", like + "%" if len(wanted) >= 3 else None),
+                           ("lower(topic)=?", wanted),
+                           ("lower(topic) LIKE ? ESCAPE '\\'", f"%{like}%")):
+            if param is None:
+                continue
+            found = await self.db.fetchval(
+                f"SELECT id FROM worlds WHERE scope=? AND {sql} ORDER BY access_count DESC LIMIT 1", (scope, param))
+            if found:
+                break
+        infos = await self._infos(scope, [found]) if found else []
+        if not infos:
             return None
+        match = infos[0]
         rows = await self.db.fetchall(
             f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE world_id=? AND scope=? ORDER BY learned_at DESC, id DESC",
             (match.id, scope))
@@ -386,8 +396,8 @@ class MemoryEngine:
         return out
 
     async def digest(self, scope: str, since: datetime | str) -> dict:
-        """What changed since ``since``: new and grown worlds, new and superseded beliefs, merges.
-        Each item has a ``text`` line for the digest post plus its details."""
+        """What changed since ``since``: new and grown worlds, new and superseded beliefs, merges,
+        as lists of plain dicts (every item names its world's ``topic``)."""
         since_dt = _aware(parse_ts(since) if isinstance(since, str) else since)
         since_s = iso(since_dt)
         infos = {w.id: w for w in await self._infos(scope)}
@@ -399,19 +409,19 @@ class MemoryEngine:
             w = infos.get(r["world_id"])
             if w is None:
                 continue
-            entry = {"text": w.topic, "id": w.id, "added": r["n"], "messages": w.evidence,
+            entry = {"topic": w.topic, "id": w.id, "added": r["n"], "messages": w.evidence,
                      "beliefs": w.beliefs, "maturity": round(w.maturity, 3)}
             (new_worlds if w.created_at >= since_dt else grown_worlds).append(entry)
         new_beliefs = [
-            {"text": f"{r['subject']} {r['predicate']} {r['object']}", "world": infos[r["world_id"]].topic,
+            {"text": f"{r['subject']} {r['predicate']} {r['object']}", "topic": infos[r["world_id"]].topic,
              "confidence": round(r["confidence"], 2), "id": r["id"], "world_id": r["world_id"]}
             for r in await self.db.fetchall(
                 "SELECT id, world_id, subject, predicate, object, confidence FROM beliefs WHERE scope=? "
                 "AND learned_at>=? AND invalid_at IS NULL ORDER BY learned_at", (scope, since_s))
             if r["world_id"] in infos]
         superseded = [
-            {"text": f"{r['os']} {r['op']} {r['oo']} → {r['ns']} {r['np']} {r['no']}",
-             "world": infos[r["world_id"]].topic, "world_id": r["world_id"], "invalid_at": r["invalid_at"]}
+            {"old": f"{r['os']} {r['op']} {r['oo']}", "new": f"{r['ns']} {r['np']} {r['no']}",
+             "topic": infos[r["world_id"]].topic, "world_id": r["world_id"], "invalid_at": r["invalid_at"]}
             for r in await self.db.fetchall(
                 "SELECT o.world_id, o.subject AS os, o.predicate AS op, o.object AS oo, o.invalid_at, "
                 "n.subject AS ns, n.predicate AS np, n.object AS no FROM beliefs o JOIN beliefs n "
@@ -419,13 +429,14 @@ class MemoryEngine:
                 (scope, since_s))
             if r["world_id"] in infos]
         merges = [
-            {"text": f"“{r['absorbed_topic']}” merged into “{infos[r['kept_id']].topic if r['kept_id'] in infos else r['kept_id']}”",
-             "kept_id": r["kept_id"], "absorbed_id": r["absorbed_id"], "similarity": round(r["similarity"], 3)}
+            {"absorbed_topic": r["absorbed_topic"], "kept_id": r["kept_id"],
+             "kept_topic": infos[r["kept_id"]].topic if r["kept_id"] in infos else "",
+             "absorbed_id": r["absorbed_id"], "similarity": round(r["similarity"], 3)}
             for r in await self.db.fetchall(
                 "SELECT kept_id, absorbed_id, absorbed_topic, similarity FROM world_merges "
                 "WHERE scope=? AND merged_at>=? ORDER BY merged_at", (scope, since_s))]
         return {"new_worlds": new_worlds, "grown_worlds": grown_worlds, "new_beliefs": new_beliefs,
-                "superseded_beliefs": superseded, "merged_worlds": merges}
+                "superseded_beliefs": superseded, "merges": merges}
 
     # -- forgetting and maintenance ----------------------------------------------------
 
@@ -596,8 +607,14 @@ class MemoryEngine:
             found: list[NewBelief] = []
             for group in groups.values():
                 numbered = [(i + 1, r["author"], r["text"]) for i, r in enumerate(group)]
-                out = await self.llm.structured(Extraction, extraction_prompt(numbered, group[0]["topic"]),
-                                                fast=True, job="memory.extract", scope=scope)
+                try:
+                    out = await self.llm.structured(Extraction, extraction_prompt(numbered, group[0]["topic"]),
+                                                    fast=True, job="memory.extract", scope=scope)
+                except InvalidAnswer as err:
+                    # Never in shape, even after the client's retries: skip these messages rather than
+                    # retry them forever. Other LLM errors (endpoint down, budget) leave them pending.
+                    log.warning("no beliefs from %d messages of %s/%s: %s", len(group), scope, channel, err)
+                    continue
                 for b in out.beliefs:
                     sources = [group[n - 1] for n in b.sources if 1 <= n <= len(group)] or group
                     found.append(NewBelief(b.subject, b.predicate, b.object, b.confidence, b.exclusive,

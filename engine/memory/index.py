@@ -44,7 +44,7 @@ class CentroidIndex:
         self._new_index(int(len(world_ids) * 1.5) + 16)
         if world_ids:
             labels = np.arange(len(world_ids))
-            self._index.add_items(np.asarray(vectors, dtype=np.float32), labels, num_threads=1)
+            self._index.add_items(np.asarray(vectors, dtype=np.float32), labels)  # all cores
             for label, wid in zip(labels.tolist(), world_ids):
                 self._ids[label] = wid
                 self._labels[wid] = label
@@ -81,7 +81,7 @@ class CentroidIndex:
     def vectors(self, world_ids: list[str]) -> np.ndarray:
         if not world_ids:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.asarray(self._index.get_items([self._labels[w] for w in world_ids]), dtype=np.float32)
+        return self._index.get_items([self._labels[w] for w in world_ids], return_type="numpy")
 
     def search_many(self, vectors: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
         """``search`` for many vectors in one call."""
