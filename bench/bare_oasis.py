@@ -1,6 +1,6 @@
 """A bare camel-oasis script: the baseline bench_run.py compares the run step against.
 
-    python bench/bare_oasis.py <simulation folder> <base_url> <rounds>
+    python bench/bare_oasis.py <simulation folder> <base_url> <rounds> <requests in flight>
 
 What any offline camel-oasis script needs and nothing more: the profile files through oasis's
 own agent-graph generators, the same offline recommenders, a token counter that downloads
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 
-async def main(folder: Path, base_url: str, rounds: int) -> dict:
+async def main(folder: Path, base_url: str, rounds: int, concurrency: int) -> dict:
     t0 = time.perf_counter()
     import oasis
     from camel.models import ModelFactory
@@ -44,7 +44,8 @@ async def main(folder: Path, base_url: str, rounds: int) -> dict:
                                                             ActionType.get_default_reddit_actions())
         platform = oasis.Platform(db_path=str(db), recsys_type=recsys, refresh_rec_post_count=5,
                                   max_rec_post_len=5, following_post_count=3)
-        envs[name] = oasis.make(agent_graph=graph, platform=platform, database_path=str(db))
+        envs[name] = oasis.make(agent_graph=graph, platform=platform, database_path=str(db),
+                                semaphore=concurrency)
         await envs[name].reset()
     t_ready = time.perf_counter()
 
@@ -71,6 +72,6 @@ if __name__ == "__main__":
     os.dup2(2, 1)  # oasis prints to stdout; keep it for the result line
     os.chdir(folder)
     os.environ["OASIS_DB_PATH"] = str(folder / "bare_twitter.db")
-    result = asyncio.run(main(folder, sys.argv[2], int(sys.argv[3])))
+    result = asyncio.run(main(folder, sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
     channel.write(json.dumps(result) + "\n")
     channel.flush()

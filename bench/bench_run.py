@@ -35,11 +35,11 @@ def tool_requests(server: FakeOpenAI, since: int) -> int:
     return sum(1 for r in server.requests[since:] if r.get("tools"))
 
 
-def bare(folder: Path, server: FakeOpenAI, rounds: int, agents: int) -> dict:
+def bare(folder: Path, server: FakeOpenAI, rounds: int, agents: int, concurrency: int) -> dict:
     before = len(server.requests)
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "bare_oasis.py"), str(folder), server.base_url,
-                          str(rounds)], cwd=ROOT, capture_output=True, text=True, check=True,
+                          str(rounds), str(concurrency)], cwd=ROOT, capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     wall = time.perf_counter() - t0
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -48,10 +48,10 @@ def bare(folder: Path, server: FakeOpenAI, rounds: int, agents: int) -> dict:
             "peak_mib": result["peak_rss_mib"]}
 
 
-async def ours(folder: Path, server: FakeOpenAI, db_path: Path) -> dict:
+async def ours(folder: Path, server: FakeOpenAI, db_path: Path, concurrency: int) -> dict:
     db = await open_database(db_path)
     runs = SimRuns(db, LocalExecutor(), LLMTarget(server.base_url, "fake-model"),
-                   RunSettings(idle_s=30.0, progress_interval_s=2.0))
+                   RunSettings(idle_s=30.0, progress_interval_s=2.0, llm_concurrency=concurrency))
     before = len(server.requests)
 
     async def progress(fraction, message, **data) -> None:
@@ -65,6 +65,7 @@ async def ours(folder: Path, server: FakeOpenAI, db_path: Path) -> dict:
     peak = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))) / 1024
     requests = tool_requests(server, before)
     await runs.release(folder.name)
+    await runs.close()
     await db.close()
     rounds_s, steps = 0.0, 0
     for platform in ("twitter", "reddit"):
@@ -87,19 +88,22 @@ async def main() -> None:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--delay", type=float, default=0.0, help="seconds the fake LLM takes per answer")
+    ap.add_argument("--concurrency", type=int, default=128, help="agent requests in flight per platform "
+                    "(both variants; 128 is oasis's default)")
     args = ap.parse_args()
     results: dict[str, list[dict]] = {"bare": [], "ours": []}
     with FakeOpenAI(SocialResponder(delay=args.delay)) as server, tempfile.TemporaryDirectory() as tmp:
-        print(f"{args.agents} agents x {args.rounds} rounds x 2 platforms, fake LLM delay {args.delay} s")
+        print(f"{args.agents} agents x {args.rounds} rounds x 2 platforms, fake LLM delay {args.delay} s, "
+              f"{args.concurrency} requests in flight per platform")
         for rep in range(args.reps):
             for variant in ("bare", "ours"):  # alternate, so drift on a shared machine hits both
                 folder = Path(tmp) / f"{variant}{rep}"
                 make_sim_folder(folder, agents=args.agents, rounds=args.rounds, sim_id=folder.name,
                                 everyone_everywhere=True)
                 if variant == "bare":
-                    r = bare(folder, server, args.rounds, args.agents)
+                    r = bare(folder, server, args.rounds, args.agents, args.concurrency)
                 else:
-                    r = await ours(folder, server, Path(tmp) / f"bot{rep}.sqlite3")
+                    r = await ours(folder, server, Path(tmp) / f"bot{rep}.sqlite3", args.concurrency)
                 results[variant].append(r)
                 show(variant, r)
     med = {v: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for v, rs in results.items()}

@@ -163,8 +163,8 @@ class App:
             await reply.error(f"/{command.name} failed: {type(err).__name__}. The error was logged.")
 
     async def ingest(self, msg: Incoming) -> None:
-        if await self.get_setting(msg.scope, "", "memory", "on") == "off":
-            return  # /settings memory off: this server or chat is not remembered
+        if await self.get_setting(msg.scope, msg.channel, "memory", "on") == "off":
+            return  # /settings memory off (or /memory off): this channel is not remembered
         for listener in self.listeners:
             try:
                 await listener(msg)

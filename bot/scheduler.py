@@ -198,13 +198,23 @@ class Scheduler:
         return True
 
 
-# The memory service's digest sections, in the order shown, with how one entry reads.
+def _where(item: dict) -> str:
+    world = item.get("world") or item.get("topic")
+    return f" — in {world}" if world else ""
+
+
+# The memory service's digest sections, in the order shown, with how one entry reads. Entries
+# carry a ``text`` line (older engines: ``topic`` / ``old`` and ``new``) plus details.
 MEMORY_SECTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
-    ("new_worlds", "New worlds", lambda w: f"{w['topic']} ({w['added']} messages)"),
-    ("grown_worlds", "Grown worlds", lambda w: f"{w['topic']} (+{w['added']} messages, {w['beliefs']} beliefs)"),
-    ("new_beliefs", "New beliefs", lambda b: f"{b['text']} — in {b['topic']}"),
-    ("superseded_beliefs", "Superseded beliefs", lambda b: f"{b['old']} → {b['new']} ({b['topic']})"),
-    ("merges", "Merged worlds", lambda m: f"{m['absorbed_topic']} joined a near-identical world"),
+    ("new_worlds", "New worlds",
+     lambda w: f"{w.get('text') or w.get('topic')} ({w.get('added', 0)} messages)"),
+    ("grown_worlds", "Grown worlds",
+     lambda w: f"{w.get('text') or w.get('topic')} (+{w.get('added', 0)} messages)"),
+    ("new_beliefs", "New beliefs", lambda b: f"{b['text']}{_where(b)}"),
+    ("superseded_beliefs", "Superseded beliefs",
+     lambda b: f"{b.get('text') or (b['old'] + ' → ' + b['new'])}{_where(b)}"),
+    ("merges", "Merged worlds",
+     lambda m: m.get("text") or f"{m['absorbed_topic']} joined a near-identical world"),
 ]
 MAX_ITEMS = 15
 

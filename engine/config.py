@@ -111,7 +111,7 @@ class SimulationSection(Section):
     agent_context_tokens: int = Field(8192, ge=512)    # an agent's context budget (sent as max_tokens)
     max_steps_per_round: int = Field(3, ge=1, le=20)   # LLM steps an active agent takes in one round
     follow_density: float = Field(0.2, ge=0.0, le=1.0)  # seeded follow graph, scaled by influence
-    run_llm_concurrency: int = Field(16, ge=1, le=512)  # agent requests in flight per platform
+    run_llm_concurrency: int = Field(64, ge=1, le=512)  # agent requests in flight per platform
 
 
 class ReportSection(Section):

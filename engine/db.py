@@ -65,7 +65,11 @@ class Database:
         path = Path(path)
         if str(path) != ":memory:":
             path.parent.mkdir(parents=True, exist_ok=True)
-        conn = await aiosqlite.connect(str(path), isolation_level=None)
+        pending = aiosqlite.connect(str(path), isolation_level=None)
+        # aiosqlite's worker thread is not a daemon: one connection left open (a crashed
+        # command, a failed test) would keep the interpreter from ever exiting.
+        pending._thread.daemon = True
+        conn = await pending
         conn.row_factory = aiosqlite.Row
         await conn.execute("PRAGMA journal_mode=WAL")
         await conn.execute("PRAGMA foreign_keys=ON")

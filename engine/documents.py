@@ -75,6 +75,8 @@ def _check_zip(path: Path, limits: DocumentsSection) -> None:
             members = zf.infolist()
     except (zipfile.BadZipFile, OSError):
         raise DocumentError(f"{name}: the file is corrupt (not a valid .docx)") from None
+    # Declared sizes are binding: zipfile stops with a CRC error when a member inflates past
+    # its declared size, so checking them bounds what python-docx can unpack.
     total = sum(m.file_size for m in members)
     if len(members) > 10_000 or total > limits.max_unzipped_bytes:
         raise DocumentError(f"{name}: refused: it would unpack to {_mib(total)} "

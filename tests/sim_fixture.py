@@ -13,15 +13,17 @@ NAMES = ["Ada", "Ben", "Cleo", "Dev", "Eli", "Fay", "Gus", "Hana"]
 
 def make_sim_folder(folder: Path, agents: int = 6, rounds: int = 3, sim_id: str = "s1",
                     everyone_everywhere: bool = False) -> SimulationConfig:
-    """Agents 0 and 4 are on Twitter only and agent 1 posts an event on Reddit in round 1,
-    unless ``everyone_everywhere`` (all agents on both platforms, initial post only)."""
+    """Everyone is active in every round, once; but agent 3 twice, agents 0 and 4 are on Twitter
+    only and agent 1 posts an event on Reddit in round 1, unless ``everyone_everywhere`` (all
+    agents on both platforms once a round, the initial post only)."""
     folder.mkdir(parents=True, exist_ok=True)
     names = [NAMES[i] if i < len(NAMES) else f"Agent{i}" for i in range(agents)]
     cfg = SimulationConfig(
         sim_id=sim_id, requirement="How will the town react to the new bridge toll?",
         time=TimeConfig(total_hours=rounds, minutes_per_round=60, rounds=rounds, start_hour=9),
         agents=[AgentConfig(agent_id=i, name=names[i], username=names[i].lower(), entity_type="Person",
-                            activity_level=1.0, active_hours=list(range(24)), posts_per_hour=1.0,
+                            activity_level=1.0, active_hours=list(range(24)),
+                            posts_per_hour=2.0 if i == 3 and not everyone_everywhere else 1.0,
                             influence=1.0 + i % 3, stance=("supportive", "opposing", "neutral")[i % 3],
                             platforms=["twitter", "reddit"] if i % 4 or everyone_everywhere else ["twitter"])
                 for i in range(agents)],

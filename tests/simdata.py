@@ -125,7 +125,7 @@ def write_environment(sim_dir: Path, sim_id: str = "sim1") -> None:
     (sim_dir / REDDIT_PROFILES).write_text(json.dumps(personas), encoding="utf-8")
 
 
-async def write_graph(db, sim_id: str, folder: Path) -> None:
+async def write_graph(db, sim_id: str, folder: Path, embedder):
     """A small local knowledge graph, stored by the graph step's GraphStore; one fact superseded."""
     from engine.sim.graphstore import GraphStore, NewEdge, NewEntity
     from engine.embedder import Embedder

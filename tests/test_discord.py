@@ -84,12 +84,12 @@ async def test_admin_commands_are_refused_ephemerally_without_role_or_manage_ser
         refusal = await fake.wait_for("POST", "/callback")
         assert refusal.json["type"] == 4 and refusal.json["data"]["flags"] & EPHEMERAL
         assert "botadmin" in refusal.json["data"]["content"]
-        assert await app.get_setting(f"discord:{GUILD}", "", "memory") is None
+        assert await app.get_setting(f"discord:{GUILD}", CHANNEL, "memory") is None
         await fake.interaction("settings", [{"name": "key", "type": 3, "value": "memory"},
                                             {"name": "value", "type": 3, "value": "off"}],
                                member=fake.member("6002", permissions=EVERYONE_PERMS | MANAGE_GUILD))
         await fake.wait_for("POST", "/webhooks/", lambda c: "memory set" in c.content)
-        assert await app.get_setting(f"discord:{GUILD}", "", "memory") == "off"
+        assert await app.get_setting(f"discord:{GUILD}", CHANNEL, "memory") == "off"
     finally:
         await stop_bot(app, stop, task)
 
@@ -112,7 +112,7 @@ async def test_plain_messages_are_ingested_with_the_message_content_intent(tmp_p
 
     async def listener(msg):
         seen.append(msg)
-    app.listeners.append(listener)
+    app.listeners.insert(0, listener)  # before memory ingestion, which may load a model first
     try:
         assert fake.identify["intents"] & (1 << 15)  # MESSAGE_CONTENT requested
         await fake.message("the bridge reopens on Monday", author_id="6003")
@@ -219,5 +219,20 @@ async def test_jobs_interrupted_by_a_restart_are_announced_in_their_channel(tmp_
     try:
         note = await fake.wait_for("POST", f"/channels/{CHANNEL}/messages", lambda c: "dead0001" in c.content)
         assert "interrupted" in note.content and "/resume dead0001" in note.content
+    finally:
+        await stop_bot(app, stop, task)
+
+
+async def test_attachments_over_the_download_limit_are_refused_privately(tmp_path, monkeypatch, fake):
+    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake, admin_role="botadmin")
+    try:
+        att = fake.add_attachment("huge.pdf", b"%PDF", size=30 * 2**20)
+        await fake.interaction("testsim", [
+            {"name": "document", "type": 11, "value": att["id"]},
+            {"name": "requirement", "type": 3, "value": "what next?"}],
+            member=fake.member("6001", roles=(ADMIN_ROLE,)), attachments=[att])
+        refusal = await fake.wait_for("POST", "/webhooks/", lambda c: "huge.pdf" in c.content)
+        assert refusal.json["flags"] & EPHEMERAL and "30.0 MiB" in refusal.content and "25.0 MiB" in refusal.content
+        assert await app.jobs.list() == [] and not runs
     finally:
         await stop_bot(app, stop, task)

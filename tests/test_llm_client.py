@@ -201,3 +201,32 @@ async def test_other_refusals_are_one_clear_llm_error(openai_server):
         await llm.chat([{"role": "user", "content": "hi"}])
     assert len(openai_server.requests) == 1  # not retried
     await llm.close()
+
+
+def test_strict_schema_keeps_properties_named_like_keywords():
+    from engine.llm.schema import strict_schema
+
+    class Item(BaseModel):
+        title: str
+        examples: list[str] = []
+        default: int = 3
+
+    class Outer(BaseModel):
+        items: list[Item]
+
+    schema = strict_schema(Outer)
+    item = schema["$defs"]["Item"]
+    assert set(item["properties"]) == set(item["required"]) == {"title", "examples", "default"}
+    assert "default" not in item["properties"]["default"] and item["additionalProperties"] is False
+    assert "title" not in schema and "title" not in item
+
+
+async def test_a_bare_list_is_taken_for_the_wrapping_object(openai_server):
+    class People(BaseModel):
+        people: list[Person]
+
+    openai_server.responder = lambda body: json.dumps([GOOD, GOOD])
+    llm = make(openai_server)
+    assert len((await llm.structured(People, [{"role": "user", "content": "who?"}])).people) == 2
+    assert len(openai_server.requests) == 1
+    await llm.close()

@@ -13,8 +13,8 @@ from engine.sim.report.agent import write_report
 from engine.sim.report.sources import PersonaInterviewer, StoreGraph, load_roster
 from engine.sim.report.stats import compute_stats
 from engine.sim.report.tools import ReportTools, tool_schemas
-from tests.fakes.openai_server import completion
-from tests.llm_fixtures import db, fake_openai, openai_server  # noqa: F401
+from tests.fakes.openai_server import Raw, completion
+from tests.llm_fixtures import db, embedder, fake_openai, openai_server  # noqa: F401
 from tests.simdata import sample_simulation, write_environment, write_graph
 
 OUTLINE = {"title": "Fare hike: how commuters respond",
@@ -67,8 +67,8 @@ def folder(tmp_path_factory, tmp_path):
 
 
 @pytest.fixture
-async def graph(folder, db):  # noqa: F811
-    return StoreGraph(await write_graph(db, "sim1", folder), "sim1")
+async def graph(folder, db, embedder):  # noqa: F811
+    return StoreGraph(await write_graph(db, "sim1", folder, embedder), "sim1")
 
 
 @pytest.fixture
@@ -211,3 +211,25 @@ def test_tool_schemas_are_valid_function_definitions():
         assert fn["parameters"]["type"] == "object" and fn["parameters"]["properties"]
         assert set(fn["parameters"].get("required", [])) <= set(fn["parameters"]["properties"])
         json.dumps(tool)
+
+
+async def test_an_endpoint_without_tool_calling_still_gets_a_cited_report(sim, graph, openai_server):  # noqa: F811
+    def no_tools(body):
+        if body.get("tools"):
+            return Raw(400, {"error": {"message": "tools are not supported by this model"}})
+        if body["messages"][0]["content"].startswith("You write one section"):
+            evidence = body["messages"][1]["content"]
+            assert "[twitter post 1]" in evidence and "20% transit fare hike" in evidence
+            return "The fare hike [fact 1] led the debate; see [twitter post 1]."
+        return scripted(body)
+
+    openai_server.responder = no_tools
+    llm = llm_for(openai_server)
+    result = await write_report(sim, llm, graph, PersonaInterviewer(llm, sim), ReportSection())
+    await llm.close()
+    refused = [r for r in openai_server.requests if r.get("tools")]
+    assert len(refused) == 1                      # asked once; the second section goes straight on
+    assert [body for _, body in result.sections] == ["The fare hike [fact 1] led the debate; see "
+                                                     "[twitter post 1]."] * 2
+    assert result.unverified == [] and result.tool_calls == 6   # 3 tools per section, run by the agent
+    assert "- [fact 1] The City Council announced a 20% transit fare hike." in result.path.read_text()

@@ -11,7 +11,6 @@ from bot.neutral import Incoming, Reply, Sent
 from engine.config import parse_config
 from engine.sim import pipeline
 from engine.sim.report.step import step as report_step
-from engine.sim.vectors import MiniLM
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.simdata import sample_simulation, write_environment, write_graph
 from tests.test_report_agent import scripted
@@ -72,7 +71,7 @@ def said(text: str) -> Incoming:
 
 async def test_report_command_writes_then_posts_summary_charts_and_file(app, folder, openai_server):  # noqa: F811
     openai_server.responder = scripted
-    await write_graph(app.db, "sim1", folder)
+    await write_graph(app.db, "sim1", folder, app.services["embedder"])
     reply = app.reply
     await app.handle(said("/report sim1"), reply)
     assert "Writing the report of simulation `sim1`" in reply.of("send")[0][1]
@@ -104,7 +103,7 @@ async def test_report_command_refusals(app, folder, tmp_path):
     await app.handle(said("/report nosuch"), reply)
     assert reply.log == [("send", "⚠ no simulation nosuch here. /sims lists them.")]
     # a simulation that has not run: the job fails with a clear message, nothing is posted
-    await write_graph(app.db, "sim2", tmp_path / "empty")
+    await write_graph(app.db, "sim2", tmp_path / "empty", app.services["embedder"])
     await app.handle(said("/report sim2"), reply)
     job = (await app.jobs.list(scope="console:local", kind="report"))[0]
     job = await app.jobs.wait(job.id)
@@ -114,9 +113,10 @@ async def test_report_command_refusals(app, folder, tmp_path):
 
 async def test_report_as_a_pipeline_step(app, folder, openai_server):  # noqa: F811
     openai_server.responder = scripted
-    await write_graph(app.db, "sim1", folder)
+    await write_graph(app.db, "sim1", folder, app.services["embedder"])
     spec, sim_folder, _, _ = await pipeline.load_simulation(app.db, "sim1")
-    ctx = pipeline.SimContext("sim1", sim_folder, app.db, app.services["llm"], MiniLM(), spec, app.config)
+    ctx = pipeline.SimContext("sim1", sim_folder, app.db, app.services["llm"],
+                              app.services["embedder"], spec, app.config)
     results = await pipeline.run_pipeline(ctx, [("report", report_step)])
     summary = results["report"]
     assert summary["report"] == str(folder / "report" / "report.md")
@@ -128,7 +128,7 @@ async def test_report_as_a_pipeline_step(app, folder, openai_server):  # noqa: F
 
 async def test_a_simulation_ending_with_its_report_posts_it_in_its_channel(app, folder, openai_server):  # noqa: F811
     openai_server.responder = scripted
-    await write_graph(app.db, "sim1", folder)
+    await write_graph(app.db, "sim1", folder, app.services["embedder"])
     assert [name for name, _ in pipeline.STEPS][-1] == "report"
     for step in ("ontology", "graph", "environment"):   # prepared already: the job goes to the report
         await app.db.execute("INSERT INTO sim_steps(sim_id, step, finished_at) VALUES ('sim1', ?, 'x')", (step,))

@@ -11,6 +11,7 @@ from bot.adapters.console import Console
 from bot.app import App
 from bot.cli import main
 from engine.config import load_config
+from tests.fakes.openai_server import Raw
 from tests.fakes.report_responder import PipelineResponder
 from tests.fakes.sim_responder import SimResponder
 from tests.llm_fixtures import embedder, fake_openai, openai_server  # noqa: F401
@@ -72,6 +73,10 @@ def test_cli_refuses_bad_input(openai_server, tmp_path, capsys):
     assert "notes.xyz: unsupported file type" in capsys.readouterr().err
     assert main(["--config", str(cfg), "simulate", str(SAMPLE)]) == 2
     assert "--requirement" in capsys.readouterr().err
+    used = tmp_path / "used"
+    (used / "extraction").mkdir(parents=True)
+    assert main(["--config", str(cfg), "simulate", str(SAMPLE), "-r", "x", "--out", str(used)]) == 2
+    assert "is not empty" in capsys.readouterr().err
     assert not openai_server.requests
 
 
@@ -105,3 +110,29 @@ async def test_chat_commands_through_the_console(openai_server, embedder, tmp_pa
         assert "no simulation nope" in capsys.readouterr().out
     finally:
         await app.close()
+
+
+def test_cli_resume_continues_at_the_unfinished_step(openai_server, embedder, tmp_path, capsys):
+    responder = PipelineResponder()
+    broken = {"on": True}
+
+    def respond(body):
+        if broken["on"] and '"personas"' in json.dumps(body.get("response_format", {})):
+            return Raw(401, {"error": {"message": "bad key"}})
+        return responder(body)
+    openai_server.responder = respond
+    cfg = write_config(tmp_path, openai_server)
+    assert main(["--config", str(cfg), "simulate", str(SAMPLE), "-r", "What next?", "--agents", "3",
+                 "--rounds", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "refused the API key" in err and "--resume" in err
+    sim_id = err.split("--resume ", 1)[1].split()[0]
+    asked = dict(responder.sim.counts)
+
+    broken["on"] = False
+    assert main(["--config", str(cfg), "simulate", "--resume", sim_id]) == 0
+    assert f"simulation {sim_id}" in capsys.readouterr().out
+    assert responder.sim.counts["ontology"] == asked["ontology"] == 1
+    assert responder.sim.counts["extraction"] == asked["extraction"]
+    assert responder.sim.counts["personas"] == 1  # the failed batch, asked again once
+    assert main(["--config", str(cfg), "simulate", "--resume", "nope"]) == 2

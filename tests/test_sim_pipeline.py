@@ -226,3 +226,29 @@ async def test_pipeline_on_an_endpoint_without_json_modes(openai_server, db, emb
     assert rejected.count("big") == 2 and 2 <= rejected.count("small") <= 2 * config.simulation.extract_concurrency
     assert all("response_format" not in r for r in openai_server.requests[-2:])  # step 3: plain from the start
     await llm.close()
+
+
+async def test_graph_store_validity_and_lookup(db, embedder, tmp_path):
+    from engine.sim.graphstore import NewEdge, NewEntity
+
+    await db.execute("INSERT INTO simulations(id, scope, requirement, folder, created_at)"
+                     " VALUES ('g1', 'console:local', 'q', ?, '2026-01-01')", (str(tmp_path),))
+    store = GraphStore(db, embedder)
+    people = [NewEntity("Ana Kovac", "Politician", "Regional transport minister.", aliases=["Minister Kovac"]),
+              NewEntity("Teresa Okafor", "Person", "Leads the dockworkers union."),
+              NewEntity("Daniel Reyes", "Person", "Chief executive of Meridian Logistics.")]
+    edges = [NewEdge(0, 1, "MEETS", "Kovac met Okafor on 10 March.", "2026-03-10"),
+             NewEdge(1, 2, "OPPOSES", "Okafor opposed Reyes's automation plan.", "2026-03-02", "2026-03-31"),
+             NewEdge(1, 2, "NEGOTIATES_WITH", "Okafor negotiates with Reyes.", "2026-03-31")]
+    await store.replace("g1", people, edges)
+    assert len(await store.facts("g1")) == 3
+    valid = await store.facts("g1", include_invalid=False)
+    assert [f.relation for f in valid] == ["MEETS", "NEGOTIATES_WITH"]
+    assert (await store.entity("g1", "minister kovac")).name == "Ana Kovac"  # alias, normalised
+    assert [f.relation for f in await store.chain("g1", "Ana Kovac", "Daniel Reyes")] in (
+        ["MEETS", "OPPOSES"], ["MEETS", "NEGOTIATES_WITH"])
+    assert len(await store.neighbours("g1", "Ana Kovac", depth=1)) == 1
+    assert len(await store.neighbours("g1", "Ana Kovac", depth=2)) == 3
+    assert (await store.entities("g1"))[0].name == "Teresa Okafor"  # most connected first
+    await store.replace("g1", people[:1], [])  # replacing is idempotent, not additive
+    assert len(await store.entities("g1")) == 1 and await store.facts("g1") == []

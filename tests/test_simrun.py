@@ -14,7 +14,7 @@ import pytest
 
 from engine.db import open_database
 from engine.jobs import JobRunner
-from engine.sim.run.executor import LocalExecutor
+from engine.sim.run.executor import LocalExecutor, child_pid_alive
 from engine.sim.run.protocol import ACTIONS_LOG, platform_db
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
 from tests.fakes.openai_server import FakeOpenAI, SocialResponder
@@ -113,4 +113,18 @@ async def test_kill_resume_after_restart_and_stop(tmp_path, db, llm):
         assert events[-1] == {**events[-1], "type": "simulation_end", "rounds_done": done, "stopped": True}
         posts_in_log = sum(1 for e in events if e["type"] == "action" and e["action"] == "create_post")
         assert posts_in_log == db_count(folder, platform, "SELECT count(*) FROM post WHERE original_post_id IS NULL")
+
+    # 4. cancelling the job terminates the child's process group at once
+    await jobs.resume(job.id)
+    await until(lambda: _live(runs))
+    pid = (await runs.get("s2")).pid
+    assert child_pid_alive(pid, folder)
+    assert await jobs.cancel(job.id)
+    assert (await jobs.get(job.id)).state == "cancelled"
+    assert not child_pid_alive(pid, folder) and (await runs.get("s2")).status == "cancelled"
     await runs.close()
+
+
+async def _live(runs: SimRuns) -> bool:
+    state = await runs.get("s2")
+    return bool(state and state.live and state.pid)

@@ -39,7 +39,8 @@ async def until(predicate, timeout: float = 120.0):
 
 
 async def test_run_step_both_platforms_interviews_and_chat_control(openai_server, tmp_path, capsys):
-    openai_server.responder = SocialResponder(delay=0.15)  # rounds long enough to ask during one
+    # slow enough to ask during a round
+    responder = openai_server.responder = SocialResponder(delay=0.15)
     path = tmp_path / "config.toml"
     path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n'
                     f'[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 120.0\n')
@@ -76,16 +77,19 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
         assert finished.state == "done", finished.error
         run = finished.result["steps"]["run"]
         assert run["rounds"] == 3 and run["twitter actions"] > 0 and run["reddit actions"] > 0
-        # the run's requests are counted as the job's LLM usage: 18 + 12 agent steps, 1 interview
-        assert finished.result["llm_calls"] == 3 * 6 + 3 * 4 + 1
+        # the run's requests are the job's LLM usage: 3 rounds of 7 + 5 agent steps, 1 interview
+        assert finished.result["llm_calls"] == 3 * 7 + 3 * 5 + 1
         assert "round 3/3" in capsys.readouterr().out  # the progress message followed the run
 
-        for platform, members in (("twitter", 6), ("reddit", 4)):  # agents 0 and 4: Twitter only
+        for platform, steps in (("twitter", 7), ("reddit", 5)):  # agents 0 and 4: Twitter only
             events = log_events(folder, platform)
             ends = [e for e in events if e["type"] == "round_end"]
             assert [e["round"] for e in ends] == [0, 1, 2]
             assert events[-1]["type"] == "simulation_end" and events[-1]["rounds_done"] == 3
-            assert sum(e["llm_steps"] for e in ends) == 3 * members  # everyone active, one step each
+            assert sum(e["llm_steps"] for e in ends) == 3 * steps  # one step each, two for agent 3
+            # agent 3's second step of a round saw its feed too (its refresh was recorded)
+            assert db_count(folder, platform, "SELECT count(*) FROM trace WHERE action='refresh'"
+                                              " AND user_id=3") == 6
             actions = [e for e in events if e["type"] == "action"]
             posts = sum(1 for e in actions if e["action"] == "create_post")
             assert posts >= 2 and posts == db_count(folder, platform, "SELECT count(*) FROM post")
@@ -124,6 +128,8 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
         rows = await app.db.fetchall("SELECT agent_name, platform FROM sim_interviews WHERE sim_id='c1' ORDER BY id")
         assert len(rows) == 1 + 10 + 2 and rows[0]["agent_name"] == "Ben" and rows[-1]["platform"] == "reddit"
         assert all(p.stat().st_size == 0 for p in (folder / "log").iterdir())  # oasis's debug logs tamed
+        assert "db_path" in (folder / "run.log").read_text()  # oasis's prints went to the log, not the protocol
+        assert not responder.rejected  # trimmed memories and mid-step interviews kept tool calls whole
     finally:
         await app.close()
 

@@ -88,3 +88,15 @@ async def test_memory_bound_never_orphans_tool_results():
         if m["role"] == "tool":
             assert m["tool_call_id"] in called
     assert any(m["role"] == "tool" for m in messages)
+
+
+def test_fake_endpoint_enforces_the_tool_call_sequence():
+    from tests.fakes.openai_server import tool_sequence_problem
+
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                                                   "function": {"name": "f", "arguments": "{}"}}]}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+    user = {"role": "user", "content": "hi"}
+    assert tool_sequence_problem([user, call, result, user]) == ""
+    assert "without a preceding tool call" in tool_sequence_problem([user, result, user])
+    assert "not answered" in tool_sequence_problem([user, call, user])

@@ -316,7 +316,7 @@ class DiscordAdapter:
             return None
         folder = self.app.config.data_dir / "downloads" / "discord" / str(interaction.channel_id)
         folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{interaction.id}_{Path(item.filename).name}"
+        path = folder / f"{item.id}_{Path(item.filename).name}"
         try:
             await item.save(path)
         except discord.HTTPException as err:

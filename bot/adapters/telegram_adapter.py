@@ -201,8 +201,8 @@ class TelegramAdapter:
             text=text, message_id=str(message.message_id), ts=message.date)
         command = self.app.commands.get(parsed[0]) if parsed else None
         if command is not None:
-            if command.permission == "admin":
-                incoming.is_admin = await self._is_admin(message)
+            # every command learns it: some check it for one action only (/forget all)
+            incoming.is_admin = await self._is_admin(message)
             allowed = command.permission != "admin" or incoming.is_admin
             if allowed and any(a.type == "attachment" for a in command.args):
                 source = message if message.document else message.reply_to_message

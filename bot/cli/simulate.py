@@ -45,7 +45,7 @@ class _Bars:
             self.close()
             self.step = data["step"]
             self.bar = tqdm(total=100, desc=f"{data['step_index'] + 1}/{data['steps']} {self.step}",
-                            file=self.stream, leave=True, bar_format="{desc:<16} {bar} {percentage:3.0f}% {postfix}")
+                            file=self.stream, leave=True, bar_format="{desc:<16} {bar} {percentage:3.0f}%{postfix}")
         fraction = data.get("step_fraction")
         if fraction is not None and self.bar is not None:
             self.bar.n = int(round(fraction * 100))

@@ -5,7 +5,7 @@ from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.scheduler import Scheduler
 
 SETTINGS = {
-    "memory": "on|off — remember plain messages of this server or chat",
+    "memory": "on|off — remember plain messages of this channel (same as /memory)",
     "digest_time": "HH:MM — time of this channel's daily digest (turns the digest on)",
     "timezone": "IANA zone, e.g. Europe/Berlin — time zone of this channel's digest",
 }
@@ -69,7 +69,7 @@ def setup(app) -> None:
             if key == "memory":
                 if value.lower() not in ("on", "off"):
                     raise UsageError("memory is on or off")
-                await ctx.app.set_setting(scope, "", "memory", value.lower())
+                await ctx.app.set_setting(scope, channel, "memory", value.lower())
             else:
                 try:
                     sub = await scheduler.subscribe(
@@ -81,7 +81,7 @@ def setup(app) -> None:
             return
         if key:
             raise UsageError(f"give a value: /settings {key} <{SETTINGS[key].split(' — ')[0]}>")
-        memory = await ctx.app.get_setting(scope, "", "memory", "on")
+        memory = await ctx.app.get_setting(scope, channel, "memory", "on")
         sub = await scheduler.subscription(scope, channel)
         lines = [f"memory: {memory}", f"digest: {_when(sub, scheduler) if sub else 'off'}",
                  "Change one with /settings <key> <value>:"]

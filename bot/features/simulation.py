@@ -35,7 +35,7 @@ def setup(app) -> None:
         llm = app.services.get("llm")
         if llm is None:
             raise JobError("no LLM is configured: set [llm] base_url in config.toml")
-        handler = pipeline.job_handler(app.db, app.config, llm, _embedder(app))
+        handler = pipeline.job_handler(app.db, app.config, llm, _embedder(app), app.services["sim_graph"])
         return await handler(job)
 
     app.jobs.register("simulation", run_simulation)

@@ -30,7 +30,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from engine.config import LLMSection, secret
 from engine.db import Database
 from engine.llm.errors import InvalidAnswer, LLMError, LLMNotConfigured, RequestRejected
-from engine.llm.schema import extract_json, schema_instruction, schema_name, strict_schema
+from engine.llm.schema import coerce, extract_json, schema_instruction, schema_name, strict_schema
 from engine.llm.usage import Usage, UsageLedger
 
 log = logging.getLogger(__name__)
@@ -102,7 +102,6 @@ class LLMClient:
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self.usage = UsageLedger(config, db)
         self._modes: dict[str, str] = {}  # model -> structured mode known to work on this endpoint
-        self.requests = 0  # requests sent (including retries), for benchmarks and tests
 
     async def close(self) -> None:
         await self._client.close()
@@ -157,7 +156,7 @@ class LLMClient:
             choice = response.choices[0]
             content = choice.message.content or ""
             try:
-                data = extract_json(content)
+                data = coerce(model_cls, extract_json(content))
                 return model_cls.model_validate(data)
             except (ValidationError, ValueError) as err:
                 errors = _describe(err)
@@ -207,7 +206,6 @@ class LLMClient:
             async for attempt in retrying:
                 with attempt:
                     async with self._slots:
-                        self.requests += 1
                         response = await self._client.chat.completions.create(
                             model=model, messages=messages, **kwargs)
         except openai.AuthenticationError:

@@ -24,14 +24,16 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
     def walk(node: Any) -> None:
         if isinstance(node, dict):
             for key in _DROP & set(node):
-                # "title" is only metadata when its value is a string (a property may be named title)
-                if key != "title" or isinstance(node[key], str):
-                    del node[key]
+                del node[key]
             if node.get("type") == "object" and "properties" in node:
                 node["additionalProperties"] = False
                 node["required"] = list(node["properties"])
-            for value in node.values():
-                walk(value)
+            for key, value in node.items():
+                if key in ("properties", "$defs"):  # maps of names: the names are not keywords
+                    for sub in value.values():
+                        walk(sub)
+                else:
+                    walk(value)
         elif isinstance(node, list):
             for value in node:
                 walk(value)
@@ -67,3 +69,14 @@ def extract_json(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError:
         return json_repair.loads(text)
+
+
+def coerce(model: type[BaseModel], data: Any) -> Any:
+    """Undo a common slip of weaker models: a bare list where the schema wraps it in an object
+    with a single list field (``[...]`` for ``{"personas": [...]}``)."""
+    if isinstance(data, list):
+        lists = [name for name, f in model.model_fields.items()
+                 if getattr(f.annotation, "__origin__", None) is list]
+        if len(lists) == 1 and len(model.model_fields) == 1:
+            return {lists[0]: data}
+    return data

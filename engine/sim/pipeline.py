@@ -23,7 +23,8 @@ the LLM).
     db, config                the Database and the whole Config
     llm                       LLMClient; pass ``job=ctx.job_id, scope=ctx.scope`` to every call
     embedder                  ``async embed(texts) -> ndarray`` (L2-normalised rows)
-    graph                     GraphStore over this database (search, facts, entity, ...)
+    graph                     GraphStore over this database (search, facts, entity, ...);
+                              the bot passes its shared one (app.services["sim_graph"])
     spec                      SimSpec: documents (file names in documents/), requirement,
                               agents and rounds as requested (None = config default)
     job_id, scope, channel    the job running the pipeline (budget and usage key), its chat scope
@@ -36,7 +37,7 @@ import json
 import logging
 import secrets
 import shutil
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -91,10 +92,11 @@ class SimContext:
     channel: str | None = None
     on_progress: ProgressFn | None = None
     step: str = ""
-    graph: GraphStore = field(init=False)
+    graph: GraphStore | None = None  # share the bot's store so its cache sees this sim's rewrites
 
     def __post_init__(self) -> None:
-        self.graph = GraphStore(self.db, self.embedder)
+        if self.graph is None:
+            self.graph = GraphStore(self.db, self.embedder)
         if self.job_id is None:  # usage and budget are counted per job; a bare run counts per sim
             self.job_id = f"sim:{self.sim_id}"
 
@@ -127,6 +129,9 @@ async def create_simulation(db: Database, config: Config, files: list[Path], req
         raise JobError("the number of rounds must be at least 1")
     sim_id = secrets.token_hex(4)
     folder = (folder or sims_dir(config) / sim_id).resolve()
+    if folder.exists() and any(folder.iterdir()):
+        # its caches (extractions, personas) would be taken for this simulation's
+        raise JobError(f"the folder {folder} is not empty; choose a new one")
     docs = folder / "documents"
     docs.mkdir(parents=True, exist_ok=True)
     names = []
@@ -180,7 +185,8 @@ async def run_pipeline(ctx: SimContext, steps: list[tuple[str, StepFn]] | None =
     return results
 
 
-def job_handler(db: Database, config: Config, llm: LLMClient, embedder: TextEmbedder):
+def job_handler(db: Database, config: Config, llm: LLMClient, embedder: TextEmbedder,
+                graph_store: GraphStore | None = None):
     """The handler of job kind "simulation"; params: {"sim_id": ...}. Resuming skips finished steps."""
 
     async def handle(job: JobContext) -> dict[str, Any]:
@@ -199,7 +205,7 @@ def job_handler(db: Database, config: Config, llm: LLMClient, embedder: TextEmbe
                                step=step, step_index=index, steps=len(names), step_fraction=fraction)
 
         ctx = SimContext(sim_id, folder, db, llm, embedder, spec, config, job_id=job.id, scope=scope,
-                         channel=channel, on_progress=report)
+                         channel=channel, on_progress=report, graph=graph_store)
         results = await run_pipeline(ctx)
         usage = await llm.job_usage(job.id)
         return {"sim_id": sim_id, "folder": str(folder), "steps": results, "llm_calls": usage.calls,

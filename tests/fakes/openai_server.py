@@ -124,22 +124,46 @@ class FakeOpenAI:
         self.stop()
 
 
+def tool_sequence_problem(messages: list[dict]) -> str:
+    """OpenAI's rule: every assistant tool call is answered by a tool message with its id,
+    right after it, and no tool message comes without its call. '' when the rule holds."""
+    open_ids: set[str] = set()
+    for i, m in enumerate(messages):
+        role = m.get("role")
+        if role == "tool":
+            if m.get("tool_call_id") not in open_ids:
+                return f"messages[{i}]: tool message without a preceding tool call"
+            open_ids.discard(m.get("tool_call_id"))
+            continue
+        if open_ids:
+            return f"messages[{i}]: tool calls {sorted(open_ids)} were not answered"
+        if role == "assistant":
+            open_ids = {tc["id"] for tc in m.get("tool_calls") or []}
+    return f"tool calls {sorted(open_ids)} were not answered" if open_ids else ""
+
+
 class SocialResponder:
     """Answers camel-oasis agents like a cooperative model would.
 
     A request that offers tools gets one valid tool call, cycling through create_post,
     like_post / create_comment (on a post id seen in the prompt) and do_nothing; a request
-    without tools (an interview) gets a text answer naming the question. ``delay`` slows every
-    answer (to keep a run busy while a test stops or kills it).
+    without tools (an interview) gets a text answer naming the question. A conversation that
+    breaks OpenAI's tool-call sequence rule gets OpenAI's 400 (and lands in ``rejected``).
+    ``delay`` slows every answer (to keep a run busy while a test stops or kills it).
     """
 
     def __init__(self, delay: float = 0.0):
         self.delay = delay
         self.tool_requests = 0
         self.text_requests = 0
+        self.rejected: list[str] = []
         self._lock = threading.Lock()
 
     def __call__(self, body: dict) -> "dict | Raw":
+        problem = tool_sequence_problem(body.get("messages") or [])
+        if problem:  # what OpenAI answers to a conversation with a broken tool-call sequence
+            self.rejected.append(problem)
+            return Raw(400, {"error": {"message": problem, "type": "invalid_request_error"}})
         answer = self._answer(body)
         return Raw(200, answer, delay=self.delay) if self.delay else answer
 

@@ -6,6 +6,10 @@
    turns one last request with ``tool_choice="none"`` makes it write from what it gathered.
 3. A short summary for chat, then ``report.md`` with the charts, the sections and their sources.
 
+An endpoint that refuses tool calling (400 on ``tools``) still gets a report: the agent runs
+insight_forge, simulation_statistics and interview_agents itself for each section and asks
+for the text with that evidence in the prompt.
+
 Checkpoints: the outline and each finished section are files under ``<sim>/report/``, so a
 resumed job writes only what is missing.
 """
@@ -21,6 +25,7 @@ from typing import Any, Awaitable, Callable
 from pydantic import BaseModel
 
 from engine.config import ReportSection
+from engine.llm.errors import RequestRejected
 from engine.offload import run_cpu
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.report.charts import TITLES, draw_charts
@@ -32,7 +37,7 @@ log = logging.getLogger(__name__)
 
 REPORT_DIR = "report"
 CITATION = re.compile(r"\[(?:fact \d+|(?:twitter|reddit) post \d+|agent @[\w.\-]+)\]")
-Progress = Callable[[float | None, str], Awaitable[None]]
+Progress = Callable[[float, str], Awaitable[None]]
 
 WRITER = """You write one section of an analytical report about a multi-agent social-media \
 simulation (Twitter-like and Reddit-like platforms) run to answer a prediction requirement.
@@ -42,6 +47,12 @@ facts changed, quick_search for one detail.
 Then answer with the section body only, in Markdown, without the section heading, 150-400 words.
 Cite evidence exactly as the tools give it: [fact 7], [twitter post 12], [reddit post 3], \
 [agent @username]. Quote interviewed agents with their citation. Do not invent figures or citations."""
+
+WRITER_NO_TOOLS = WRITER.split("\nGather evidence", 1)[0] + """
+The evidence gathered for this section is given as JSON tool results. Answer with the section
+body only, in Markdown, without the section heading, 150-400 words. Cite evidence exactly as
+it is given: [fact 7], [twitter post 12], [reddit post 3], [agent @username]. Do not invent
+figures or citations."""
 
 
 class SectionPlan(BaseModel):
@@ -80,10 +91,14 @@ class ReportAgent:
         self.config = config
         self.job, self.scope = job, scope
         self._progress = progress
+        self._fraction = 0.0
+        self.native_tools = True   # false once the endpoint has refused tool calling
 
     async def progress(self, fraction: float | None, message: str) -> None:
+        """Report progress; None keeps the fraction last reported (a tool call within a section)."""
+        self._fraction = self._fraction if fraction is None else fraction
         if self._progress:
-            await self._progress(fraction, message)
+            await self._progress(self._fraction, message)
 
     def _context(self) -> str:
         s = self.tools.stats
@@ -109,20 +124,31 @@ class ReportAgent:
         path.write_text(outline.model_dump_json(indent=2), encoding="utf-8")
         return outline
 
-    async def write_section(self, outline: Outline, index: int) -> str:
+    def _brief(self, outline: Outline, index: int) -> str:
         plan = outline.sections[index]
         listing = "\n".join(f"{i + 1}. {p.title}: {p.focus}" for i, p in enumerate(outline.sections))
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": WRITER},
-            {"role": "user", "content": f"{self._context()}\nReport: {outline.title}\nOutline:\n{listing}\n\n"
-                                        f"Write section {index + 1}, \"{plan.title}\": {plan.focus}"}]
+        return (f"{self._context()}\nReport: {outline.title}\nOutline:\n{listing}\n\n"
+                f"Write section {index + 1}, \"{plan.title}\": {plan.focus}")
+
+    async def write_section(self, outline: Outline, index: int) -> str:
+        if not self.native_tools:
+            return await self.write_without_tools(outline, index)
+        messages: list[dict[str, Any]] = [{"role": "system", "content": WRITER},
+                                          {"role": "user", "content": self._brief(outline, index)}]
         tools = tool_schemas()
         for turn in range(self.config.tool_turns + 1):
             final = turn == self.config.tool_turns
             if final:
                 messages.append({"role": "user", "content": "Write the section now from the evidence gathered."})
-            message = await self.llm.complete(messages, tools=tools, tool_choice="none" if final else "auto",
-                                              job=self.job, scope=self.scope)
+            try:
+                message = await self.llm.complete(messages, tools=tools, tool_choice="none" if final else "auto",
+                                                  job=self.job, scope=self.scope)
+            except RequestRejected as err:
+                if turn or err.status_code not in (400, 422):
+                    raise
+                log.warning("the endpoint refused tool calling (%s); gathering evidence without it", err)
+                self.native_tools = False
+                return await self.write_without_tools(outline, index)
             text = (message.content or "").strip()
             if not message.tool_calls or final:
                 if text or final:
@@ -135,6 +161,22 @@ class ReportAgent:
                 result = await self.tools.call(call.function.name, call.function.arguments)
                 messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
         raise AssertionError("unreachable: the last turn always returns")
+
+    async def write_without_tools(self, outline: Outline, index: int) -> str:
+        """The same evidence a tool-calling model would fetch, gathered here and put in the prompt."""
+        focus = outline.sections[index].focus
+        evidence = {
+            "insight_forge": await self.tools.call("insight_forge", json.dumps({"question": focus})),
+            "simulation_statistics": await self.tools.call("simulation_statistics", '{"focus": "overview"}'),
+            "interview_agents": await self.tools.call("interview_agents", json.dumps({"question": focus,
+                                                                                      "count": 2})),
+        }
+        text = await self.llm.chat([
+            {"role": "system", "content": WRITER_NO_TOOLS},
+            {"role": "user", "content": self._brief(outline, index) + "\n\nEvidence:\n"
+                                        + "\n".join(f"{k}: {v}" for k, v in evidence.items())}],
+            job=self.job, scope=self.scope)
+        return text.strip() or "_The writer gave no text for this section._"
 
     async def summarise(self, outline: Outline, sections: list[tuple[str, str]]) -> str:
         body = "\n\n".join(f"## {t}\n{b}" for t, b in sections)

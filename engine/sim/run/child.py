@@ -1,6 +1,6 @@
 """The run's child process: both platforms of one simulation in one asyncio loop.
 
-    python -m engine.sim.run.child <simulation folder>
+    python engine/sim/run/child.py <simulation folder>   (with the repository on PYTHONPATH)
 
 It reads ``run_spec.json`` and ``simulation_config.json`` from the folder, speaks JSON lines
 (see ``protocol``) on stdin/stdout, and writes per platform ``<platform>/actions.jsonl``,
@@ -20,8 +20,12 @@ import sqlite3
 import sys
 import time
 import traceback
+from collections import defaultdict
 from pathlib import Path
 from typing import Any, BinaryIO
+
+if __name__ == "__main__":  # started as a script: its folder must not shadow other modules
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.run import oasis_setup
@@ -59,6 +63,9 @@ class PlatformRunner:
         self.trace_rowid = 0
         self.env = self.graph = self.platform = None
         self.log: Any = None
+        # held while an agent takes a step: an interview waits for it, so it never sees the
+        # step's tool call without its result (an API rejects such a conversation)
+        self._busy: dict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
 
     # -- opening ----------------------------------------------------------------------
 
@@ -152,7 +159,8 @@ class PlatformRunner:
         perform = self.env._perform_llm_action  # oasis swallows LLM errors; count them here
 
         async def counted(agent):
-            result = await perform(agent)
+            async with self._busy[agent.social_agent_id]:
+                result = await perform(agent)
             self.llm_steps += 1
             if isinstance(result, Exception):
                 self.llm_errors += 1
@@ -163,8 +171,9 @@ class PlatformRunner:
 
     async def _seed_follows(self) -> None:
         edges = follow_edges(self.cfg, self.name, self.spec.follow_density)
-        for follower, followee in edges:
-            await self.graph.get_agent(follower).env.action.follow(followee)
+        # concurrently: each call waits on oasis's channel, which polls every 0.1 s
+        await asyncio.gather(*(self.graph.get_agent(follower).env.action.follow(followee)
+                               for follower, followee in edges))
         self.write({"type": "setup", "follows": len(edges)})
 
     def _max_rowid(self) -> int:
@@ -201,13 +210,12 @@ class PlatformRunner:
                 for post in posts:
                     manual.setdefault(self.graph.get_agent(post.agent_id), []).append(
                         ManualAction(ActionType.CREATE_POST, {"content": post.content}))
-                clock.time_step = r
-                await self.env.step(manual)
+                clock.at(r, 0)
+                await self._step(manual)
             # An agent with several steps takes them one after another (each sees a fresh feed).
             for k in range(max(steps.values(), default=0)):
-                clock.time_step = r
-                await self.env.step({self.graph.get_agent(a): LLMAction() for a, n in steps.items() if n > k})
-            clock.time_step = r
+                clock.at(r, k + 1)
+                await self._step({self.graph.get_agent(a): LLMAction() for a, n in steps.items() if n > k})
             new = self._log_new_actions(r)
             for _, agent in self.graph.get_agents():
                 oasis_setup.trim_memory(agent, self.spec.memory_rounds)
@@ -227,6 +235,18 @@ class PlatformRunner:
         self.log.flush()
         self.child.emit({"type": "simulation_end", "platform": self.name, "rounds_done": self.rounds_done,
                          "rounds": total_rounds, "stopped": self.rounds_done < total_rounds})
+
+    async def _step(self, actions: dict) -> None:
+        """``env.step``, unless oasis's platform loop dies meanwhile (an uncaught error there
+        would leave every agent waiting on the channel forever)."""
+        step = asyncio.ensure_future(self.env.step(actions))
+        platform = self.env.platform_task
+        await asyncio.wait([step, platform], return_when=asyncio.FIRST_COMPLETED)
+        if not step.done():
+            step.cancel()
+            error = platform.exception() if not platform.cancelled() else None
+            raise Fatal(f"{self.name}: the oasis platform stopped: {error!r}")
+        step.result()
 
     def _log_new_actions(self, round_no: int) -> list[dict]:
         rows = self.platform.db.execute(
@@ -286,7 +306,8 @@ class PlatformRunner:
         answer: dict[str, Any] = {"platform": self.name, "agent_id": agent_id, "name": name,
                                   "round": self.rounds_done}
         try:
-            result = await self.env._perform_interview_action(agent, action.action_args["prompt"])
+            async with self._busy[agent_id]:
+                result = await self.env._perform_interview_action(agent, action.action_args["prompt"])
             answer["answer"] = result["content"] or ""
         except Exception as err:  # one agent's failure must not sink the others' answers
             answer["error"] = f"{type(err).__name__}: {err}"
@@ -347,11 +368,10 @@ class Child:
         try:
             if kind == "interview":
                 await self.ready.wait()
-                answers = []
-                for name in request.get("platforms") or list(self.runners):
-                    if name in self.runners:
-                        answers += await self.runners[name].interview(request.get("agent_ids"),
-                                                                      str(request["question"]))
+                names = [n for n in request.get("platforms") or list(self.runners) if n in self.runners]
+                per_platform = await asyncio.gather(*(
+                    self.runners[n].interview(request.get("agent_ids"), str(request["question"])) for n in names))
+                answers = [a for found in per_platform for a in found]
                 if not answers:
                     raise ValueError("no such agent on the requested platforms")
                 self.emit({"type": "reply", "id": rid, "ok": True, "answers": answers, "usage": self.usage_now()})
@@ -396,10 +416,9 @@ class Child:
                                            self.spec.timeout_s, self.spec.context_tokens)
             self.usage = oasis_setup.UsageMeter(model)
             names = [p for p in self.spec.platforms if getattr(cfg, p).enabled]
-            for name in names:
-                runner = PlatformRunner(self, name, cfg, model)
-                await runner.open(self.spec.mode)
-                self.runners[name] = runner
+            runners = [PlatformRunner(self, name, cfg, model) for name in names]
+            self.runners = {r.name: r for r in runners}
+            await asyncio.gather(*(r.open(self.spec.mode) for r in runners))
             self.ready.set()
             total = min(cfg.time.rounds, self.spec.max_rounds or cfg.time.rounds)
             self.emit({"type": "ready", "mode": self.spec.mode, "rounds": total,
@@ -432,7 +451,7 @@ class Child:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m engine.sim.run.child <simulation folder>", file=sys.stderr)
+        print("usage: python engine/sim/run/child.py <simulation folder>", file=sys.stderr)
         return 2
     folder = Path(argv[0]).resolve()
     channel = os.fdopen(os.dup(1), "wb", buffering=0)  # the protocol's own stdout

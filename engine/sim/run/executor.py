@@ -1,7 +1,7 @@
 """How the engine talks to a run: start it, follow its events, ask it things, stop it.
 
 The engine sees only ``Executor`` and ``RunHandle``. ``LocalExecutor`` spawns the child
-(``python -m engine.sim.run.child <folder>``) with asyncio in a process group of its own and
+(``python engine/sim/run/child.py <folder>``) with asyncio in a process group of its own and
 speaks JSON lines over its stdin/stdout. An executor for several machines would host the same
 child elsewhere (a named, detached actor) behind the same two classes; durability does not live
 here but in the database (``service``), so a lost process is resumed from its checkpoint.
@@ -26,7 +26,10 @@ from engine.sim.run.protocol import RUN_LOG, encode
 log = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-CHILD_MODULE = "engine.sim.run.child"
+# The child is started as a script, not with -m: runpy's frozen frames would sit at the bottom
+# of every stack, and camel's ChatAgent.astep calls inspect.stack(), whose module lookup scans
+# all of sys.modules for each such frame (about 0.5 s per agent step once torch is loaded).
+CHILD_SCRIPT = Path(__file__).resolve().with_name("child.py")
 
 
 class RunGone(Exception):
@@ -219,7 +222,7 @@ class LocalExecutor(Executor):
             p for p in (str(REPO_ROOT), child_env.get("PYTHONPATH", "")) if p)
         with open(folder / RUN_LOG, "ab") as stderr:
             proc = await asyncio.create_subprocess_exec(
-                self.python, "-m", CHILD_MODULE, str(folder), cwd=str(folder), env=child_env,
+                self.python, str(CHILD_SCRIPT), str(folder), cwd=str(folder), env=child_env,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
                 start_new_session=True, limit=1 << 22)
         run = LocalRun(run_id, proc, self.kill_grace)
@@ -243,7 +246,7 @@ def child_pid_alive(pid: int | None, folder: Path) -> bool:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return CHILD_MODULE.encode() in cmdline and str(Path(folder).resolve()).encode() in cmdline
+    return str(CHILD_SCRIPT).encode() in cmdline and str(Path(folder).resolve()).encode() in cmdline
 
 
 async def end_stray_child(pid: int | None, folder: Path, grace: float = 5.0) -> bool:

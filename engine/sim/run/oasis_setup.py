@@ -103,18 +103,24 @@ class UsageMeter:
 
 
 def make_clock(cfg: SimulationConfig):
-    """A clock on simulated time: round r is ``start + r x minutes_per_round``.
+    """A clock on simulated time, moved by the runner: ``at(round, substep)``.
 
-    oasis stamps Twitter rows with ``time_step`` and Reddit rows with ``time_transfer``; both
-    follow the round number set by the runner instead of the wall clock.
+    oasis stamps Twitter rows with ``time_step`` (here: simulated seconds since the start) and
+    Reddit rows with ``time_transfer`` (here: the simulated datetime). Each env step of a round
+    gets its own second, because oasis's trace table has the time in its primary key: an agent
+    stepping twice in one round would otherwise fail to record its second feed refresh and
+    be shown an empty feed.
     """
     from oasis.clock.clock import Clock
 
     minutes = cfg.time.minutes_per_round
 
     class RoundClock(Clock):
+        def at(self, round_no: int, substep: int) -> None:
+            self.time_step = round_no * minutes * 60 + substep
+
         def time_transfer(self, now_time: datetime, start_time: datetime) -> datetime:
-            return start_time + timedelta(minutes=self.time_step * minutes)
+            return start_time + timedelta(seconds=self.time_step)
 
     return RoundClock(1)
 

@@ -51,7 +51,7 @@ class RunSpec:
     memory_rounds: int = 5         # LLM steps each agent remembers
     max_steps_per_round: int = 3   # LLM steps an active agent takes in one round at most
     follow_density: float = 0.2    # seeded follow graph, scaled by influence
-    llm_concurrency: int = 16
+    llm_concurrency: int = 64
     timeout_s: float = 120.0
     context_tokens: int = 8192    # an agent's context budget (camel trims older memory beyond it)
     log_level: str = "WARNING"

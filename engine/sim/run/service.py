@@ -40,7 +40,7 @@ class RunSettings:
     memory_rounds: int = 5
     max_steps_per_round: int = 3
     follow_density: float = 0.2
-    llm_concurrency: int = 16
+    llm_concurrency: int = 64
     context_tokens: int = 8192
     progress_interval_s: float = 2.0
     log_level: str = "WARNING"
@@ -130,7 +130,7 @@ class SimRuns:
         self.settings = settings or RunSettings()
         self._locks: dict[str, asyncio.Lock] = {}
         self._stopping: set[str] = set()
-        self._background: set[asyncio.Task] = set()
+        self._background: dict[str, asyncio.Task] = {}  # sim_id -> follower of an idle run
 
     # -- state ----------------------------------------------------------------------------
 
@@ -281,8 +281,9 @@ class SimRuns:
                 if event["type"] == "exit":
                     await self._set(sim_id, status="completed", pid=None)
         task = asyncio.create_task(watch(), name=f"sim-{sim_id}-idle")
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._background[sim_id] = task
+        task.add_done_callback(lambda t: self._background.pop(sim_id, None) if self._background.get(sim_id) is t
+                               else None)
 
     # -- progress ---------------------------------------------------------------------------
 
@@ -332,6 +333,8 @@ class SimRuns:
         except (RunGone, RunTimeout, RuntimeError):
             pass
         await handle.wait()
+        if (watcher := self._background.get(sim_id)) is not None:
+            await asyncio.wait([watcher], timeout=10)
         return True
 
     async def cancel(self, sim_id: str) -> bool:
@@ -406,5 +409,5 @@ class SimRuns:
                 for r in rows]
 
     async def close(self) -> None:
-        for task in list(self._background):
+        for task in list(self._background.values()):
             task.cancel()
