@@ -36,47 +36,41 @@ def evidence_from_row(row) -> Evidence:
                     author=row["author"], text=row["text"], ts=parse_ts(row["ts"]))
 
 
-async def rank_beliefs(db: Database, world_id: str, query: np.ndarray, text: str, k: int) -> list[Belief]:
-    rows = await db.fetchall("SELECT id, embedding FROM beliefs WHERE world_id=? AND invalid_at IS NULL",
-                             (world_id,))
-    by_vector = _vector_ranking(rows, query, KEYWORD_LIMIT)
+async def _hybrid(db: Database, vector_rows, query: np.ndarray, text: str, keyword_sql: str, world_id: str,
+                  k: int, select_sql: str, convert) -> list:
+    """Fuse the vector ranking of ``vector_rows`` with an FTS5 keyword ranking, then load the top k."""
+    by_vector = _vector_ranking(vector_rows, query, KEYWORD_LIMIT)
     by_words: list[int] = []
     match = fts_query(text)
     if match:
-        found = await db.fetchall(
-            "SELECT b.id FROM beliefs_fts JOIN beliefs b ON b.id = beliefs_fts.rowid "
-            "WHERE beliefs_fts MATCH ? AND b.world_id=? AND b.invalid_at IS NULL ORDER BY bm25(beliefs_fts) LIMIT ?",
-            (match, world_id, KEYWORD_LIMIT))
-        by_words = [r["id"] for r in found]
+        by_words = [r["id"] for r in await db.fetchall(keyword_sql, (match, world_id, KEYWORD_LIMIT))]
     ids = fuse(by_vector, by_words)[:k]
     if not ids:
         return []
-    marks = ",".join("?" * len(ids))
-    rows = await db.fetchall(f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE id IN ({marks})", ids)
-    found = {r["id"]: belief_from_row(r) for r in rows}
+    rows = await db.fetchall(f"{select_sql} WHERE id IN ({','.join('?' * len(ids))})", ids)
+    found = {r["id"]: convert(r) for r in rows}
     return [found[i] for i in ids if i in found]
+
+
+async def rank_beliefs(db: Database, world_id: str, query: np.ndarray, text: str, k: int) -> list[Belief]:
+    rows = await db.fetchall("SELECT id, embedding FROM beliefs WHERE world_id=? AND invalid_at IS NULL",
+                             (world_id,))
+    return await _hybrid(
+        db, rows, query, text,
+        "SELECT b.id FROM beliefs_fts JOIN beliefs b ON b.id = beliefs_fts.rowid "
+        "WHERE beliefs_fts MATCH ? AND b.world_id=? AND b.invalid_at IS NULL ORDER BY bm25(beliefs_fts) LIMIT ?",
+        world_id, k, f"SELECT {BELIEF_COLUMNS} FROM beliefs", belief_from_row)
 
 
 async def rank_evidence(db: Database, world_id: str, query: np.ndarray, text: str, k: int) -> list[Evidence]:
     rows = await db.fetchall("SELECT id, embedding FROM memory_messages WHERE world_id=? ORDER BY id DESC LIMIT ?",
                              (world_id, VECTOR_WINDOW))
-    by_vector = _vector_ranking(rows, query, KEYWORD_LIMIT)
-    by_words: list[int] = []
-    match = fts_query(text)
-    if match:
-        found = await db.fetchall(
-            "SELECT m.id FROM memory_messages_fts JOIN memory_messages m ON m.id = memory_messages_fts.rowid "
-            "WHERE memory_messages_fts MATCH ? AND m.world_id=? ORDER BY bm25(memory_messages_fts) LIMIT ?",
-            (match, world_id, KEYWORD_LIMIT))
-        by_words = [r["id"] for r in found]
-    ids = fuse(by_vector, by_words)[:k]
-    if not ids:
-        return []
-    marks = ",".join("?" * len(ids))
-    rows = await db.fetchall(
-        f"SELECT id, world_id, channel, message_id, author, text, ts FROM memory_messages WHERE id IN ({marks})", ids)
-    found = {r["id"]: evidence_from_row(r) for r in rows}
-    return [found[i] for i in ids if i in found]
+    return await _hybrid(
+        db, rows, query, text,
+        "SELECT m.id FROM memory_messages_fts JOIN memory_messages m ON m.id = memory_messages_fts.rowid "
+        "WHERE memory_messages_fts MATCH ? AND m.world_id=? ORDER BY bm25(memory_messages_fts) LIMIT ?",
+        world_id, k, "SELECT id, world_id, channel, message_id, author, text, ts FROM memory_messages",
+        evidence_from_row)
 
 
 def ask_prompt(question: str, result: RecallResult) -> list[dict]:
