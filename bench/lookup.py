@@ -114,10 +114,13 @@ def main() -> None:
     parser.add_argument("--loop-queries", type=int, default=20, help="queries timed for the Python loop")
     parser.add_argument("--ef", type=int, help="hnswlib ef at query time (default: memory.index_ef)")
     parser.add_argument("--m", type=int, help="hnswlib M, links per node (default: memory.index_m)")
+    parser.add_argument("--ef-construction", type=int,
+                        help="hnswlib ef at build time (default: memory.index_ef_construction)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     defaults = MemorySection()
-    cfg = MemorySection(index_ef=args.ef or defaults.index_ef, index_m=args.m or defaults.index_m)
+    cfg = MemorySection(index_ef=args.ef or defaults.index_ef, index_m=args.m or defaults.index_m,
+                        index_ef_construction=args.ef_construction or defaults.index_ef_construction)
     rng = np.random.default_rng(args.seed)
     pool = RealPool(rng, args.queries) if "real" in args.data else None
     for size in args.sizes:
