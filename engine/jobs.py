@@ -216,9 +216,6 @@ class JobRunner:
         sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"; args.append(limit)
         return [Job.from_row(r) for r in await self.db.fetchall(sql, args)]
 
-    def running_ids(self) -> list[str]:
-        return list(self._tasks)
-
     async def watch(self, job_id: str) -> AsyncIterator[JobEvent]:
         """Yield this job's events until it finishes."""
         queue: asyncio.Queue = asyncio.Queue()

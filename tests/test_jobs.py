@@ -4,6 +4,21 @@ from engine.db import open_database
 from engine.jobs import (CANCELLED, DONE, FAILED, INTERRUPTED, QUEUED, RUNNING, JobError, JobRunner)
 
 
+async def start_endless_job(db):
+    """A runner with one job that runs until something stops it, already running."""
+    runner = JobRunner(db)
+    started = asyncio.Event()
+
+    async def forever(ctx):
+        started.set()
+        await asyncio.sleep(3600)
+
+    runner.register("forever", forever)
+    job = await runner.submit("forever", {}, scope="s")
+    await started.wait()
+    return runner, job
+
+
 async def test_progress_events_reach_every_subscriber(db):
     runner = JobRunner(db)
 
@@ -27,16 +42,7 @@ async def test_progress_events_reach_every_subscriber(db):
 
 
 async def test_cancel_marks_the_job_cancelled(db):
-    runner = JobRunner(db)
-    started = asyncio.Event()
-
-    async def forever(ctx):
-        started.set()
-        await asyncio.sleep(3600)
-
-    runner.register("forever", forever)
-    job = await runner.submit("forever", {}, scope="s")
-    await started.wait()
+    runner, job = await start_endless_job(db)
     assert await runner.cancel(job.id)
     assert (await runner.get(job.id)).state == CANCELLED
     assert not await runner.cancel(job.id)  # no longer running
@@ -124,15 +130,6 @@ async def test_restart_marks_running_jobs_interrupted_and_resume_uses_checkpoint
 
 
 async def test_shutdown_interrupts_running_jobs(db):
-    runner = JobRunner(db)
-    started = asyncio.Event()
-
-    async def forever(ctx):
-        started.set()
-        await asyncio.sleep(3600)
-
-    runner.register("forever", forever)
-    job = await runner.submit("forever", {}, scope="s")
-    await started.wait()
+    runner, job = await start_endless_job(db)
     await runner.shutdown()
     assert (await runner.get(job.id)).state == INTERRUPTED
