@@ -73,3 +73,43 @@ def test_import_bad_file_is_one_clear_error(tmp_path):
     assert "broken.jsonl: line 2: not valid JSON" in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())
+
+
+async def test_running_engine_sees_import_and_merge_from_the_command_line(tmp_path):
+    """The bot's engine keeps each scope's index in memory; a CLI import or merge in another
+    process must show up in its routing and recall without a restart."""
+    from tests.memory_helpers import Chat, close_engine, open_engine
+    data = tmp_path / "data"
+    (tmp_path / "config.toml").write_text(f'[bot]\ndata_dir = "{data}"\n', encoding="utf-8")
+    assert run_bot(tmp_path, "db", "upgrade").returncode == 0
+    db, engine = await open_engine(data / "bot.sqlite3")
+    try:
+        chat = Chat(scope="import:chat")
+        await engine.ingest(chat.msg("my sourdough bread did not rise in the oven"))
+        assert len(await engine.worlds(chat.scope)) == 1
+
+        history = tmp_path / "chat.jsonl"
+        write_history(history)
+        done = run_bot(tmp_path, "import", str(history), "--scope", chat.scope)
+        assert done.returncode == 0, done.stderr
+        imported = {w.id for w in await engine.worlds(chat.scope)}
+        assert len(imported) >= 2
+        # Routing and recall use the imported worlds: no twin football world is born.
+        goal = await engine.ingest(chat.msg("what a goal from the striker in that football match"))
+        assert goal.action == "absorb" and goal.world_id in imported
+        found = await engine.recall(chat.scope, "penalty saved by the goalkeeper")
+        assert found.world is not None and found.world.id == goal.world_id
+
+        # A merge from the command line deletes worlds; the engine must not route into them.
+        (tmp_path / "merge.toml").write_text(f'[bot]\ndata_dir = "{data}"\n[memory]\nmerge_threshold = 0.0\n',
+                                             encoding="utf-8")
+        merged = subprocess.run(bot_command("--config", str(tmp_path / "merge.toml"), "merge", "--scope", chat.scope),
+                                cwd=REPO, env=bot_env(), capture_output=True, text=True, timeout=240)
+        assert merged.returncode == 0, merged.stderr
+        left = {w.id for w in await engine.worlds(chat.scope)}
+        assert len(left) == 1
+        for text in ("the goalkeeper and the striker trained together", "bake the bread for forty minutes"):
+            routed = await engine.ingest(chat.msg(text))
+            assert routed.action == "birth" or routed.world_id in left
+    finally:
+        await close_engine(db, engine)

@@ -1,7 +1,7 @@
 """Memory from the terminal: `import` a chat export, list `worlds`, `merge` worlds now.
 
-Run these while the bot is stopped (or restart it afterwards): a running bot keeps its own
-in-memory index of each scope and would not see worlds created here until it restarts.
+They may run while the bot runs on the same database: the bot notices what they changed
+(memory_scope_stamps) and reloads the scopes concerned before it next routes or recalls.
 """
 from __future__ import annotations
 

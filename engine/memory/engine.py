@@ -44,6 +44,8 @@ TOPIC_CONTRAST = 300       # other worlds a keyword topic is contrasted with
 class ScopeState:
     index: CentroidIndex
     worlds: dict[str, WorldState]
+    data_version: int = 0   # the connection's PRAGMA data_version when last checked
+    stamp: int = 0          # memory_scope_stamps.stamp when last checked
 
 
 @dataclass
@@ -96,10 +98,22 @@ class MemoryEngine:
     def _lock(self, scope: str) -> asyncio.Lock:
         return self._locks.setdefault(scope, asyncio.Lock())
 
-    async def _scope(self, scope: str) -> ScopeState:
+    async def _scope(self, scope: str, locked: bool = False) -> ScopeState:
+        """The scope's worlds and index, loaded from the database on first use and again after
+        another process (an import, a merge from the command line) changed them.
+        ``locked``: the caller holds the scope's lock."""
         state = self._scopes.get(scope)
+        if state is not None and await self._changed_elsewhere(scope, state):
+            if locked:
+                self._forget_state(scope)
+            else:
+                async with self._lock(scope):  # never drop a state an ingest is half-way through
+                    if self._scopes.get(scope) is state:
+                        self._forget_state(scope)
+            state = None
         if state is not None:
             return state
+        data_version, stamp = await self._versions(scope)
         rows = await self.db.fetchall(
             "SELECT w.id, w.centroid, w.access_count, w.topic_size, "
             "(SELECT count(*) FROM memory_messages m WHERE m.world_id = w.id) AS evidence "
@@ -114,8 +128,27 @@ class MemoryEngine:
         await run_cpu(index.build, [r["id"] for r in rows], vectors)
         state = self._scopes.get(scope)  # another task may have loaded it meanwhile
         if state is None:
-            state = self._scopes[scope] = ScopeState(index, worlds)
+            state = self._scopes[scope] = ScopeState(index, worlds, data_version, stamp)
         return state
+
+    async def _versions(self, scope: str) -> tuple[int, int]:
+        data_version = await self.db.fetchval("PRAGMA data_version")
+        stamp = await self.db.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope=?", (scope,), 0)
+        return data_version, stamp
+
+    async def _changed_elsewhere(self, scope: str, state: ScopeState) -> bool:
+        """True when another connection committed since the last check and this scope's stamp
+        moved. data_version only moves for other connections' commits, so the check costs one
+        pragma while nobody else writes; the stamp also counts this engine's own writes, so a
+        scope it wrote to in the meantime is reloaded once more than strictly needed."""
+        data_version = await self.db.fetchval("PRAGMA data_version")
+        if data_version == state.data_version:
+            return False
+        stamp = await self.db.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope=?", (scope,), 0)
+        if stamp == state.stamp:
+            state.data_version = data_version
+            return False
+        return True
 
     async def _maturities(self, world_ids: list[str]) -> dict[str, float]:
         inputs = await belief_store.world_maturity_inputs(self.db.conn, world_ids)
@@ -201,7 +234,7 @@ class MemoryEngine:
 
     async def _route_and_store(self, scope: str, items: list[tuple[MemoryMessage, np.ndarray]]) -> list[RouteResult]:
         async with self._lock(scope):
-            state = await self._scope(scope)
+            state = await self._scope(scope, locked=True)
             results, born, touched = [], set(), set()
             for message, vec in items:
                 channel = await self._channel(scope, message.channel)
@@ -455,7 +488,7 @@ class MemoryEngine:
                 self._forget_state(scope)
                 return {"messages": counts["memory_messages"], "beliefs": counts["beliefs"],
                         "worlds": counts["worlds"]}
-            state = await self._scope(scope)
+            state = await self._scope(scope, locked=True)
             async with self.db.transaction() as conn:
                 messages, beliefs, touched = await lifecycle.forget_channel(conn, scope, channel)
                 recentred = {wid: await lifecycle.recentre(conn, wid) for wid in touched}
@@ -481,7 +514,7 @@ class MemoryEngine:
         """Merge every pair of worlds above the merge threshold until none is left."""
         merged = []
         async with self._lock(scope):
-            state = await self._scope(scope)
+            state = await self._scope(scope, locked=True)
             while True:
                 pairs = await run_cpu(lifecycle.merge_pairs, state.index, self.cfg.merge_threshold)
                 if not pairs:
