@@ -69,9 +69,13 @@ def load_bbc(per_topic: int = 60, sentences: int = 2, seed: int = 0) -> list[Con
         files = sorted(folder.glob("*.txt"))
         for path in rng.sample(files, min(per_topic, len(files))):
             paragraphs = [p.strip() for p in path.read_text(encoding="utf-8", errors="replace").split("\n") if p.strip()]
-            lead = _SENTENCE.split(" ".join(paragraphs[1:]))[:sentences]
+            lead = bbc_sentences(" ".join(paragraphs[1:]))[:sentences]
             out.append(Conversation(folder.name, tuple([paragraphs[0], *lead])))
     return out
+
+
+def bbc_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE.split(text) if s.strip()]
 
 
 def chat_stream(conversations: list[Conversation], run: int = 3, seed: int = 0) -> list[ChatLine]:

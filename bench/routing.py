@@ -15,6 +15,11 @@ above 0.94, no conversation context); ``ours`` is the configured [memory] sectio
 ``--fillers`` adds replies with no topic of their own ("ok", "haha", "what about tomorrow?"),
 labelled with the topic being discussed, to see what the short-message rule does with them.
 
+Before the rules, the same figures for offline clusterings of the same message vectors, as
+ceilings for any router that sees one message at a time: k-means (scikit-learn, 10 starts)
+with one and with three clusters per topic, over messages, and over whole conversations (a
+router told where every conversation starts and ends).
+
     python -m bench.routing [--config config.toml] [--corpus chatterbot|bbc] [--data held-out|all] [--fillers 0.2] [--seed 0]
 """
 from __future__ import annotations
@@ -27,6 +32,8 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
+from sklearn.cluster import KMeans
 from sklearn.metrics import normalized_mutual_info_score
 
 from bench.corpus import CORPORA, FILLERS, ChatLine, chat_stream, load_corpus, split_halves, with_fillers
@@ -58,6 +65,25 @@ def scores(lines: list[ChatLine], world_of: dict[str, str]) -> dict[str, float]:
     return {"worlds": len(set(worlds)), "per_topic": len(set(worlds)) / len(set(topics)),
             "purity": sum(majority.values()) / len(lines),
             "nmi": normalized_mutual_info_score(topics, worlds)}
+
+
+def ceilings(lines: list[ChatLine], vectors: np.ndarray, seed: int) -> list[str]:
+    topics = len({line.topic for line in lines})
+    convs = sorted({line.conversation for line in lines})
+    conv_vectors = np.array([vectors[[i for i, l in enumerate(lines) if l.conversation == c]].mean(axis=0)
+                             for c in convs])
+    out = []
+    for per_topic in (1, 3):
+        k = topics * per_topic
+        by_message = KMeans(k, n_init=10, random_state=seed).fit_predict(vectors)
+        by_conv = dict(zip(convs, KMeans(k, n_init=10, random_state=seed).fit_predict(conv_vectors)))
+        for name, labels in ((f"k-means, {per_topic}/topic", by_message),
+                             (f"k-means of conversations, {per_topic}/topic",
+                              [by_conv[l.conversation] for l in lines])):
+            r = scores(lines, {str(i): str(x) for i, x in enumerate(labels)})
+            out.append(f"{name:<36} {r['worlds']:>4} worlds, {r['per_topic']:5.1f}/topic, "
+                       f"purity {r['purity']:.3f}, NMI {r['nmi']:.3f}")
+    return out
 
 
 async def replay(cfg: MemorySection, embedder: Embedder, lines: list[ChatLine], folder: Path) -> tuple[dict, dict]:
@@ -99,6 +125,9 @@ async def run(args) -> None:
     print(f"{args.corpus} {args.data}: {len(lines)} messages, {len(set(l.topic for l in lines))} topics, "
           f"{len(convs)} conversations, topic changes every {args.run} conversations, "
           f"{sum(l.text in FILLERS for l in lines)} filler replies")
+    vectors = await embedder.embed([line.text for line in lines])
+    for text in ceilings(lines, np.asarray(vectors), args.seed):
+        print("offline", text, flush=True)
     for name, cfg in rules(config.memory).items():
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()

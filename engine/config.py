@@ -167,8 +167,8 @@ class MemorySection(Section):
     topic_delay_s: float = Field(10.0, ge=0.0)  # renaming waits this long after growth, batching it
     # hnswlib parameters of the per-scope centroid index.
     index_m: int = Field(16, ge=4, le=128)
-    index_ef_construction: int = Field(200, ge=10)
-    index_ef: int = Field(64, ge=1)
+    index_ef_construction: int = Field(400, ge=10)
+    index_ef: int = Field(96, ge=1)
 
 
 class DiscordSection(Section):
