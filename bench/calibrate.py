@@ -111,7 +111,7 @@ def main() -> None:
     lines = chat_stream(calib, seed=args.seed)
     texts = [line.text for line in lines]
     topics = np.array([line.topic for line in lines])
-    embedder = Embedder(config.embedder.model, config.embedder.batch_size, config.embedder.device)
+    embedder = Embedder.from_config(config.embedder)
     raw = embedder.encode(texts)
     query, short = routing_vectors(cfg, texts, raw)
     print(f"model {config.embedder.model} (dim {raw.shape[1]}); {args.corpus}, {len(set(topics))} topics, "

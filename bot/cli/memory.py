@@ -50,8 +50,7 @@ def register(sub) -> None:
 
 async def _open(config):
     db = await open_database(config.db_path)
-    emb = config.embedder
-    engine = MemoryEngine(db, Embedder(emb.model, emb.batch_size, emb.device), config.memory)
+    engine = MemoryEngine(db, Embedder.from_config(config.embedder), config.memory)
     await engine.start()
     return db, engine
 

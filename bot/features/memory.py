@@ -52,7 +52,7 @@ def recall_text(result: RecallResult) -> str:
 
 def setup(app) -> None:
     cfg = app.config
-    embedder = Embedder(cfg.embedder.model, cfg.embedder.batch_size, cfg.embedder.device)
+    embedder = Embedder.from_config(cfg.embedder)
     engine = MemoryEngine(app.db, embedder, cfg.memory)
     app.services["memory"] = engine
     reg = app.commands
@@ -60,11 +60,12 @@ def setup(app) -> None:
 
     async def start() -> None:
         engine.llm = app.services.get("llm")
-        embedder.warm()  # load torch and the model in the background; /help does not wait
+        embedder.warm()  # load the model in the background; /help does not wait
         await engine.start()
 
     async def stop() -> None:
         await engine.close()
+        await embedder.settle()
 
     app.on_start.append(start)
     app.on_stop.append(stop)
