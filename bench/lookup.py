@@ -16,7 +16,7 @@ whose similarity is within 1e-4 of the best (indistinguishable for routing). Lat
 query at a time, single thread, as routing does it. The index is built the way the engine
 builds it at start-up (bulk, one thread), so the build time is the start-up cost.
 
-    python -m bench.lookup [--sizes 1000 10000 100000] [--data random real news] [--ef 96]
+    python -m bench.lookup [--sizes 1000 10000 100000] [--data random real news] [--ef 128] [--seed 0]
 """
 from __future__ import annotations
 

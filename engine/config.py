@@ -171,7 +171,7 @@ class MemorySection(Section):
     # hnswlib parameters of the per-scope centroid index.
     index_m: int = Field(16, ge=4, le=128)
     index_ef_construction: int = Field(400, ge=10)
-    index_ef: int = Field(96, ge=1)
+    index_ef: int = Field(128, ge=1)
 
 
 class DiscordSection(Section):
