@@ -8,7 +8,7 @@ from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 
-# torch, numpy, hnswlib and pypdf's zlib release the GIL for their heavy parts; a small
+# ONNX Runtime, torch, numpy, hnswlib and pypdf's zlib release the GIL for their heavy parts; a small
 # shared pool keeps the loop responsive without oversubscribing a 2-core machine.
 _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpu")
 

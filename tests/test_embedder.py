@@ -96,3 +96,14 @@ async def test_embedding_runs_off_the_event_loop(fresh_models):
     task.cancel()
     assert vecs.shape == (600, 384)
     assert ticks > 20
+
+
+async def test_concurrent_embedding_gives_the_same_vectors(fresh_models):
+    """Ingest and recall embed from several worker threads at once."""
+    emb = Embedder()
+    texts = [f"message number {i} about {topic}" for i, topic in
+             enumerate(["bread", "football", "python code", "the weather", "taxes"] * 8)]
+    alone = emb.encode(texts)
+    together = await asyncio.gather(*(emb.embed(texts[i::4]) for i in range(4)))
+    for i, part in enumerate(together):
+        assert np.allclose(part, alone[i::4], atol=1e-5)
