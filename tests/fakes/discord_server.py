@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable
 
 from aiohttp import WSMsgType, web
+
+from tests.fakes.local_server import LocalServer
 
 APP_ID, GUILD, CHANNEL, ADMIN_ROLE, OWNER = "1000", "2000", "3000", "4000", "5000"
 BOT_USER = {"id": APP_ID, "username": "worldbot", "discriminator": "0", "global_name": None, "avatar": None,
@@ -49,8 +50,9 @@ class Call:
         return (self.json or {}).get("content") or "" if isinstance(self.json, dict) else ""
 
 
-class FakeDiscord:
+class FakeDiscord(LocalServer):
     def __init__(self):
+        super().__init__()
         self.calls: list[Call] = []
         self.cdn: dict[str, bytes] = {}
         self.messages: dict[str, dict] = {}
@@ -59,10 +61,7 @@ class FakeDiscord:
         self._ids = itertools.count(10_000)
         self._seq = itertools.count(1)
         self._sockets: list[web.WebSocketResponse] = []
-        self._changed = asyncio.Event()
         self.identified = asyncio.Event()
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     # -- addresses -------------------------------------------------------------------
 
@@ -82,18 +81,13 @@ class FakeDiscord:
         app.router.add_get("/gateway", self._gateway)
         app.router.add_get("/cdn/{name}", self._cdn)
         app.router.add_route("*", "/api/v10/{path:.+}", self._rest)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        await self._serve(app)
         return self
 
     async def stop(self) -> None:
         for ws in list(self._sockets):
             await ws.close()
-        if self._runner:
-            await self._runner.cleanup()
+        await self._close()
 
     # -- what a test does --------------------------------------------------------------
 
@@ -138,20 +132,11 @@ class FakeDiscord:
 
     async def wait_for(self, method: str, contains: str, predicate: Callable[[Call], bool] = lambda c: True,
                        timeout: float = 10.0) -> Call:
-        deadline = time.monotonic() + timeout
-        while True:
-            for call in self.calls:
-                if call.method == method and contains in call.path and predicate(call):
-                    return call
-            left = deadline - time.monotonic()
-            if left <= 0:
-                seen = [(c.method, c.path, c.content[:60]) for c in self.calls]
-                raise AssertionError(f"no {method} {contains} within {timeout}s; calls: {seen}")
-            self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), left)
-            except asyncio.TimeoutError:
-                pass
+        def failure() -> str:
+            seen = [(c.method, c.path, c.content[:60]) for c in self.calls]
+            return f"no {method} {contains} within {timeout}s; calls: {seen}"
+        return await self._wait_for_call(
+            lambda c: c.method == method and contains in c.path and predicate(c), timeout, failure)
 
     # -- payloads -------------------------------------------------------------------------
 
@@ -236,7 +221,7 @@ class FakeDiscord:
             body = await request.json()
         call = Call(request.method, path, body, files, dict(request.query))
         self.calls.append(call)
-        self._changed.set()
+        self._poke()
         answer = self._answer(call)
         return web.Response(status=204) if answer is None else self._json(*answer)
 

@@ -8,7 +8,6 @@ Telegram's 400 "message is not modified", as the real API does.
 """
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import time
@@ -16,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from aiohttp import web
+
+from tests.fakes.local_server import LocalServer
 
 BOT_USER = {"id": 4242, "is_bot": True, "first_name": "WorldBot", "username": "world_bot",
             "can_join_groups": True, "can_read_all_group_messages": False, "supports_inline_queries": False}
@@ -28,8 +29,9 @@ class Call:
     files: dict[str, tuple[str, bytes]] = field(default_factory=dict)
 
 
-class FakeTelegram:
+class FakeTelegram(LocalServer):
     def __init__(self, token: str = "123:TEST"):
+        super().__init__()
         self.token = token
         self.calls: list[Call] = []
         self.files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, data)
@@ -38,9 +40,6 @@ class FakeTelegram:
         self._updates: list[dict] = []
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1000)
-        self._changed = asyncio.Event()
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
     @property
     def base_url(self) -> str:
@@ -54,16 +53,11 @@ class FakeTelegram:
         app = web.Application(client_max_size=100 * 2**20)
         app.router.add_route("*", "/bot{token}/{method}", self._api)
         app.router.add_get("/file/bot{token}/{path:.+}", self._download)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        await self._serve(app)
         return self
 
     async def stop(self) -> None:
-        if self._runner:
-            await self._runner.cleanup()
+        await self._close()
 
     # -- what a test does ------------------------------------------------------------
 
@@ -103,25 +97,12 @@ class FakeTelegram:
 
     async def wait_for(self, method: str, predicate: Callable[[Call], bool] = lambda c: True,
                        timeout: float = 10.0) -> Call:
-        deadline = time.monotonic() + timeout
-        while True:
-            for call in self.calls:
-                if call.method == method and predicate(call):
-                    return call
-            left = deadline - time.monotonic()
-            if left <= 0:
-                seen = [(c.method, c.params.get("text") or c.params.get("caption")) for c in self.calls]
-                raise AssertionError(f"no {method} call matched within {timeout}s; calls: {seen}")
-            self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), left)
-            except asyncio.TimeoutError:
-                pass
+        def failure() -> str:
+            seen = [(c.method, c.params.get("text") or c.params.get("caption")) for c in self.calls]
+            return f"no {method} call matched within {timeout}s; calls: {seen}"
+        return await self._wait_for_call(lambda c: c.method == method and predicate(c), timeout, failure)
 
     # -- the API ----------------------------------------------------------------------
-
-    def _poke(self) -> None:
-        self._changed.set()
 
     def _message(self, chat_id: Any, **extra: Any) -> dict:
         chat_id = int(chat_id)
@@ -169,11 +150,7 @@ class FakeTelegram:
         timeout = float(params.get("timeout") or 0)
         deadline = time.monotonic() + timeout
         while not self._updates and time.monotonic() < deadline:
-            self._changed.clear()
-            try:
-                await asyncio.wait_for(self._changed.wait(), min(0.5, deadline - time.monotonic()))
-            except asyncio.TimeoutError:
-                pass
+            await self._next_change(min(0.5, deadline - time.monotonic()))
         return list(self._updates)
 
     async def _m_sendMessage(self, params, files):
