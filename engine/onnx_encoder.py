@@ -43,8 +43,9 @@ def _read_json(path: Path) -> dict | list:
 def _check_layout(folder: Path) -> int:
     """The max sequence length, once the module list is known to be Transformer + mean pooling."""
     try:
-        modules = [m["type"].rsplit(".", 1)[-1] for m in _read_json(folder / "modules.json")]
-        pooling = next(m["path"] for m in _read_json(folder / "modules.json") if m["type"].endswith("Pooling"))
+        listed = _read_json(folder / "modules.json")
+        modules = [m["type"].rsplit(".", 1)[-1] for m in listed]
+        pooling = next(m["path"] for m in listed if m["type"].endswith("Pooling"))
         pool_cfg = _read_json(folder / pooling / "config.json")
         max_len = int(_read_json(folder / "sentence_bert_config.json").get("max_seq_length", 512))
     except (OSError, ValueError, KeyError, StopIteration) as e:
@@ -68,7 +69,7 @@ def _cache_key(folder: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def _export(folder: Path, target: Path) -> None:
+def _export(folder: Path, target: Path, max_len: int) -> None:
     """torch -> ONNX, written to a temporary file and renamed, so a crash leaves no half file."""
     import torch
     from sentence_transformers import SentenceTransformer
@@ -87,7 +88,7 @@ def _export(folder: Path, target: Path) -> None:
                               output_names=["last_hidden_state"], opset_version=17, dynamo=False,
                               dynamic_axes={n: {0: "batch", 1: "tokens"} for n in [*names, "last_hidden_state"]})
         reference = st.encode(PROBES, normalize_embeddings=True, convert_to_numpy=True)
-        exported = OnnxSentenceEncoder(folder, Path(tmp)).encode(PROBES)
+        exported = OnnxSentenceEncoder(folder, Path(tmp), max_len).encode(PROBES)
         worst = float(np.min(np.sum(reference * exported, axis=1)))
         if worst < SAME:
             raise UnsupportedModel(f"{folder}: the exported model differs from torch (cosine {worst:.5f})")
@@ -98,16 +99,14 @@ def _export(folder: Path, target: Path) -> None:
 
 
 class OnnxSentenceEncoder:
-    def __init__(self, folder: Path, onnx_path: Path, threads: int = 0):
+    def __init__(self, folder: Path, onnx_path: Path, max_len: int):
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        self.max_len = _check_layout(folder)
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(self.max_len)
+        self.tokenizer.enable_truncation(max_len)
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
         options.log_severity_level = 3
         self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
@@ -117,17 +116,17 @@ class OnnxSentenceEncoder:
     def open(cls, folder: str | Path) -> "OnnxSentenceEncoder":
         """The cached export of ``folder``, made now when missing."""
         folder = Path(folder)
-        _check_layout(folder)
+        max_len = _check_layout(folder)
         target = cache_dir() / f"{folder.name}-{_cache_key(folder)}.onnx"
         if target.exists():
             try:
-                return cls(folder, target)
+                return cls(folder, target, max_len)
             except Exception as e:  # damaged cache file: export again
                 log.warning("embedder: cached ONNX model %s unreadable (%s); exporting again", target, e)
                 target.unlink(missing_ok=True)
         log.info("exporting %s to ONNX (once per machine): %s", folder, target)
-        _export(folder, target)
-        return cls(folder, target)
+        _export(folder, target, max_len)
+        return cls(folder, target, max_len)
 
     def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
         """(len(texts), dim) float32 unit rows, in the order given. Batches hold texts of similar

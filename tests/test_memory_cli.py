@@ -5,6 +5,7 @@ import json
 import subprocess
 
 from tests.conftest import REPO, bot_command, bot_env
+from tests.memory_helpers import Chat, close_engine, open_engine
 
 COOKING = [
     "How long should I boil fresh pasta?",
@@ -78,7 +79,6 @@ def test_import_bad_file_is_one_clear_error(tmp_path):
 async def test_running_engine_sees_import_and_merge_from_the_command_line(tmp_path):
     """The bot's engine keeps each scope's index in memory; a CLI import or merge in another
     process must show up in its routing and recall without a restart."""
-    from tests.memory_helpers import Chat, close_engine, open_engine
     data = tmp_path / "data"
     (tmp_path / "config.toml").write_text(f'[bot]\ndata_dir = "{data}"\n', encoding="utf-8")
     assert run_bot(tmp_path, "db", "upgrade").returncode == 0

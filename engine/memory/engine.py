@@ -113,7 +113,7 @@ class MemoryEngine:
             state = None
         if state is not None:
             return state
-        data_version, stamp = await self._versions(scope)
+        data_version, stamp = await self._data_version(), await self._stamp(scope)
         rows = await self.db.fetchall(
             "SELECT w.id, w.centroid, w.access_count, w.topic_size, "
             "(SELECT count(*) FROM memory_messages m WHERE m.world_id = w.id) AS evidence "
@@ -131,21 +131,21 @@ class MemoryEngine:
             state = self._scopes[scope] = ScopeState(index, worlds, data_version, stamp)
         return state
 
-    async def _versions(self, scope: str) -> tuple[int, int]:
-        data_version = await self.db.fetchval("PRAGMA data_version")
-        stamp = await self.db.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope=?", (scope,), 0)
-        return data_version, stamp
+    async def _data_version(self) -> int:
+        return await self.db.fetchval("PRAGMA data_version")
+
+    async def _stamp(self, scope: str) -> int:
+        return await self.db.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope=?", (scope,), 0)
 
     async def _changed_elsewhere(self, scope: str, state: ScopeState) -> bool:
         """True when another connection committed since the last check and this scope's stamp
         moved. data_version only moves for other connections' commits, so the check costs one
         pragma while nobody else writes; the stamp also counts this engine's own writes, so a
         scope it wrote to in the meantime is reloaded once more than strictly needed."""
-        data_version = await self.db.fetchval("PRAGMA data_version")
+        data_version = await self._data_version()
         if data_version == state.data_version:
             return False
-        stamp = await self.db.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope=?", (scope,), 0)
-        if stamp == state.stamp:
+        if await self._stamp(scope) == state.stamp:
             state.data_version = data_version
             return False
         return True
