@@ -13,8 +13,8 @@ from engine.config import parse_config
 from engine.sim import pipeline
 from engine.sim.report.step import step as report_step
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
-from tests.simdata import sample_simulation, write_environment, write_graph
-from tests.test_report_agent import scripted
+from tests.simdata import write_graph
+from tests.test_report_agent import folder, scripted  # noqa: F401
 
 FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.report"]
 
@@ -43,13 +43,6 @@ class RecordingReply(Reply):
 
     def of(self, kind: str) -> list[tuple]:
         return [entry for entry in self.log if entry[0] == kind]
-
-
-@pytest.fixture
-def folder(tmp_path_factory, tmp_path):
-    folder = sample_simulation(tmp_path_factory, tmp_path)
-    write_environment(folder)
-    return folder
 
 
 @pytest.fixture

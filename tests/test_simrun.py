@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.db import open_database
 from engine.jobs import JobRunner
 from engine.sim.run.executor import LocalExecutor, child_pid_alive
 from engine.sim.run.protocol import ACTIONS_LOG, platform_db
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
 from tests.fakes.openai_server import FakeOpenAI, SocialResponder
+from tests.llm_fixtures import db  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 
 pytestmark = pytest.mark.timeout(240)
@@ -27,13 +27,6 @@ pytestmark = pytest.mark.timeout(240)
 def llm():
     with FakeOpenAI(SocialResponder()) as server:
         yield server
-
-
-@pytest.fixture
-async def db(tmp_path):
-    database = await open_database(tmp_path / "bot.sqlite3")
-    yield database
-    await database.close()
 
 
 def service(db, llm, **settings) -> SimRuns:

@@ -9,7 +9,7 @@ from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.neutral import Incoming
 from engine.embedder import Embedder
 from engine.llm.errors import LLMError
-from engine.memory import MemoryEngine, MemoryMessage, RecallResult
+from engine.memory import MemoryEngine, MemoryMessage, RecallResult, WorldInfo
 from engine.memory.models import Belief, Evidence
 
 CONFIRM_WINDOW_S = 60.0
@@ -22,6 +22,10 @@ def ago(ts: datetime) -> str:
         if seconds >= size:
             return f"{int(seconds // size)}{unit} ago"
     return "just now"
+
+
+def world_sizes(w: WorldInfo) -> str:
+    return f"maturity {w.maturity:.2f} · {w.evidence} messages · {w.beliefs} beliefs"
 
 
 def belief_line(b: Belief) -> str:
@@ -88,8 +92,7 @@ def setup(app) -> None:
             return
         lines = [f"{len(found)} worlds, most recently active first:"]
         for w in found[:30]:
-            lines.append(f"`{w.id}` {w.topic} — maturity {w.maturity:.2f} · {w.evidence} messages · "
-                         f"{w.beliefs} beliefs · active {ago(w.last_active)}")
+            lines.append(f"`{w.id}` {w.topic} — {world_sizes(w)} · active {ago(w.last_active)}")
         if len(found) > 30:
             lines.append(f"… and {len(found) - 30} more. /world <name or id> shows one.")
         await ctx.reply.send("\n".join(lines))
@@ -101,8 +104,8 @@ def setup(app) -> None:
         if found is None:
             raise UsageError(f"no world matches {ctx.args['name']!r}. /worlds lists them.")
         w, beliefs = found
-        lines = [f"World `{w.id}` “{w.topic}” — maturity {w.maturity:.2f} · {w.evidence} messages · "
-                 f"{w.beliefs} beliefs · born {w.created_at:%Y-%m-%d} · active {ago(w.last_active)}"]
+        lines = [f"World `{w.id}` “{w.topic}” — {world_sizes(w)} · born {w.created_at:%Y-%m-%d} · "
+                 f"active {ago(w.last_active)}"]
         lines += [belief_line(b) for b in beliefs[:40]] or ["No beliefs extracted yet."]
         if len(beliefs) > 40:
             lines.append(f"… and {len(beliefs) - 40} older ones.")
