@@ -58,7 +58,7 @@ def test_kill_9_then_restart_reports_and_resumes_without_redoing_steps(openai_se
     out = second.stdout
     assert f"(`{job_id}`) was interrupted by a restart" in out
     assert f"`{job_id}`" in out and "interrupted" in out.split("/resume")[0]
-    assert f"Resuming" in out
+    assert "Resuming" in out
     assert f"(`{job_id}`) finished" in out  # --wait kept the console open until the end
     assert jobs(tmp_path) == [(job_id, "done")]
     assert responder.sim.counts["ontology"] == 1  # step 1 was not redone after the crash

@@ -7,9 +7,7 @@ import csv
 import json
 from pathlib import Path
 
-import pytest
-
-from engine.config import Config, LLMSection
+from engine.config import Config
 from engine.jobs import JobRunner
 from engine.llm import LLMClient
 from engine.sim import pipeline

@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import json
 import logging
-import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
