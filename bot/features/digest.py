@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from bot.commands.registry import Arg, CommandContext, UsageError
+from bot.permissions import ADMIN, ByAction
 from bot.scheduler import Scheduler
 
 SETTINGS = {
@@ -37,7 +38,7 @@ def setup(app) -> None:
             required=False),
         Arg("time", "HH:MM for on (default from config)", required=False),
         Arg("timezone", "IANA time zone for on, e.g. Europe/Berlin", required=False),
-    ], group="digest")
+    ], permission=ByAction("action", {"on": ADMIN, "off": ADMIN}), group="digest")
     async def digest(ctx: CommandContext) -> None:
         action = ctx.args.get("action") or "status"
         scope, channel = ctx.scope, ctx.message.channel
@@ -61,7 +62,7 @@ def setup(app) -> None:
     @reg.command("settings", "Show or change this chat's settings (memory, digest time, time zone)", [
         Arg("key", "memory, digest_time or timezone", type="choice", choices=tuple(SETTINGS), required=False),
         Arg("value", "the new value", required=False),
-    ], permission="admin", group="digest")
+    ], permission=ADMIN, group="digest")
     async def settings(ctx: CommandContext) -> None:
         key, value = ctx.args.get("key"), (ctx.args.get("value") or "").strip()
         scope, channel = ctx.scope, ctx.message.channel
