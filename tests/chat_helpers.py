@@ -71,3 +71,24 @@ def add_test_simulation(app: App, gate: asyncio.Event | None = None) -> list[dic
         await ctx.reply.send(f"Started `{job.id}`.")
 
     return runs
+
+
+def add_hold_job(app: App) -> asyncio.Event:
+    """Register /hold, which any member may use: it starts a job that runs until the returned
+    event is set (or it is cancelled)."""
+    release = asyncio.Event()
+
+    async def job(ctx) -> dict:
+        await ctx.progress(0.5, "holding")
+        await release.wait()
+        return {}
+
+    app.jobs.register("hold", job)
+
+    @app.commands.command("hold", "Start a job that holds until released", group="jobs")
+    async def hold(ctx: CommandContext) -> None:
+        job = await ctx.app.jobs.submit("hold", {}, ctx.scope, ctx.message.channel, title="hold",
+                                        started_by=ctx.message.author_id)
+        await ctx.reply.send(f"Holding `{job.id}`.")
+
+    return release

@@ -30,7 +30,7 @@ async def test_costly_simulation_waits_for_confirm_from_the_same_person(openai_s
     path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\nmodel = "m"\n'
                     '[llm.prices.m]\ninput = 100.0\noutput = 100.0\n[simulation]\nconfirm_above_usd = 0.5\n')
     app = await App.create(load_config(path), ["bot.features.core", "bot.features.llm", "bot.features.simulation"])
-    console = Console(app, interactive=False)
+    console = app.adapters.add(Console(app, interactive=False))
     await app.start()
     try:
         await console.handle_line(f"/simulate {SAMPLE} How will the strike end? --agents 3 --rounds 2")
