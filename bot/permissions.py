@@ -75,10 +75,12 @@ class ByAction(Permission):
         return rule.refuse_early(ctx.message, label) or await rule.refuse(ctx, label)
 
     def describe(self) -> str:
-        parts = [f"{action}: {rule.describe()}" for action, rule in self.rules.items() if rule.describe()]
-        if self.default.describe():
-            parts.append(f"otherwise {self.default.describe()}")
-        return "; ".join(parts)
+        default = self.default.describe() or "everyone"
+        actions: dict[str, list[str]] = {}  # who may -> the actions they may
+        for action, rule in self.rules.items():
+            actions.setdefault(rule.describe() or "everyone", []).append(action)
+        parts = [f"{', '.join(names)}: {who}" for who, names in actions.items() if who != default]
+        return "; ".join(parts + ([f"otherwise {default}"] if default != "everyone" else []))
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,7 +102,7 @@ class StarterOrAdmin(Permission):
         return f"only {self.who} or {msg.conventions.admins} may {self.verb}."
 
     def describe(self) -> str:
-        return f"{self.who.removeprefix('the ')} or an administrator"
+        return f"{self.who} or an administrator"
 
 
 async def starter_of_job(ctx: "CommandContext", arg: str = "job") -> str | None:
