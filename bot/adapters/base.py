@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from typing import ClassVar, Iterator
+from typing import ClassVar
 
 from bot.neutral import Conventions, Reply
 from engine.config import Config
@@ -58,21 +58,13 @@ class Adapters:
         self._by_platform: dict[str, Adapter] = {}
 
     def add(self, adapter: Adapter) -> Adapter:
+        """Register ``adapter``; its channels are reachable through ``reply_to`` from now on."""
         if adapter.platform in self._by_platform:
             raise ValueError(f"a {adapter.platform} adapter is already registered")
         self._by_platform[adapter.platform] = adapter
         return adapter
 
-    def remove(self, adapter: Adapter) -> None:
-        if self._by_platform.get(adapter.platform) is adapter:
-            del self._by_platform[adapter.platform]
-
-    def get(self, platform: str) -> Adapter | None:
-        return self._by_platform.get(platform)
-
-    def __iter__(self) -> Iterator[Adapter]:
-        return iter(list(self._by_platform.values()))
-
     def reply_to(self, scope: str, channel: str) -> Reply | None:
+        """A Reply into ``channel`` of ``scope`` from the adapter of the scope's platform."""
         adapter = self._by_platform.get(scope.split(":", 1)[0])
         return adapter.reply_to(scope, channel) if adapter is not None else None

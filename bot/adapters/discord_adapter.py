@@ -6,8 +6,8 @@ refuses is answered at once, ephemerally; an allowed one is deferred and answere
 follow-ups (errors ephemeral), and its attachments are downloaded only then. Administrators
 are the server owner, members with Manage Server and holders of ``[discord] admin_role``.
 Job progress goes through ``reply_to``: a normal channel message edited at a throttled rate,
-because interaction tokens die after 15 minutes. Commands reach Discord only when synced on demand
-(``python -m bot discord sync`` or the owner's ``!sync`` message), never on every start.
+because interaction tokens die after 15 minutes. Commands reach Discord only when synced on
+demand (``python -m bot discord sync`` or the owner's ``!sync`` message), never on every start.
 discord.py handles Discord's rate-limit buckets itself.
 """
 from __future__ import annotations
@@ -316,7 +316,8 @@ class DiscordAdapter(Adapter):
         msg = Incoming(platform="discord", scope=self.scope_of(interaction.guild_id, user.id),
                        channel=str(interaction.channel_id), author_id=str(user.id), author_name=user.display_name,
                        text=text, message_id=str(interaction.id), ts=interaction.created_at,
-                       attachments=attachments, is_admin=self.is_admin(user, interaction.guild, interaction.permissions),
+                       attachments=attachments,
+                       is_admin=self.is_admin(user, interaction.guild, interaction.permissions),
                        conventions=self.conventions, command=command.name, options=args)
         await self.app.dispatch(msg, reply)
         await reply.finish()

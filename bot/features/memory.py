@@ -161,7 +161,7 @@ def setup(app) -> None:
                                  f"{counts['worlds']} worlds removed.")
             return
         if what == "me" and not msg.author_id:
-            raise UsageError("this message has no author the bot can tell apart, so there is nothing of yours to forget.")
+            raise UsageError("this message has no author the bot can tell apart: nothing of yours to forget.")
         target = {"all": EVERYWHERE, "me": ME}.get(what, msg.channel)
         pending_forget[key] = (target, time.monotonic())
         where = {"all": "everything remembered in this server or chat",

@@ -312,8 +312,8 @@ class MemoryEngine:
                     "UPDATE worlds SET centroid=?, access_count=?, last_active=max(last_active, ?) WHERE id=?",
                     (to_blob(state.index.vector(wid)), state.worlds[wid].access_count, iso(last_ts[wid]), wid))
             await conn.executemany(
-                "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, author_id, text, ts, embedding)"
-                " VALUES (?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, author_id, text, ts,"
+                " embedding) VALUES (?,?,?,?,?,?,?,?,?)",
                 [(scope, r.world_id, m.channel, m.message_id, m.author, m.author_id, m.text.strip(),
                   iso(_aware(m.ts)), to_blob(v))
                  for (m, v), r in zip(items, results)])
