@@ -4,7 +4,7 @@ import pytest
 
 from bot.app import App
 from bot.commands.registry import Arg, Command, UsageError, parse_text_args
-from bot.neutral import Incoming, Reply, Sent, split_text
+from bot.neutral import Attachment, Incoming, Reply, Sent, split_text
 from bot.permissions import ADMIN
 
 
@@ -105,5 +105,35 @@ async def test_long_answers_are_split_and_plain_messages_reach_listeners(config)
         await app.dispatch(Incoming("console", "console:local", "c", "u", "u", "/help"), reply)
         assert heard == ["hello world"]
         assert len(reply.sent) > 1 and all(len(s) <= 50 for s in reply.sent)
+    finally:
+        await app.close()
+
+
+async def test_a_refused_command_never_fetches_its_files_and_help_says_who_may_use_it(config, tmp_path):
+    app = await App.create(config, features=["bot.features.core"])
+    try:
+        fetched, ran = [], []
+
+        async def fetch(reply):
+            fetched.append(True)
+            path = tmp_path / "doc.txt"
+            path.write_text("x")
+            return path
+
+        async def simulate(ctx):
+            ran.append(ctx.args["docs"][0].path.read_text())
+
+        app.commands.add(Command("simulate", "run", simulate, SIM.args, permission=ADMIN))
+        reply = Recorder()
+        member = Incoming("telegram", "telegram:-1", "-1", "u1", "u1", "/simulate what next?",
+                          attachments=[Attachment("doc.txt", fetch=fetch)])
+        await app.dispatch(member, reply)
+        assert reply.errors == ["only an administrator may use /simulate."] and fetched == [] and ran == []
+        member.is_admin = True
+        await app.dispatch(member, reply)
+        assert fetched == [True] and ran == ["x"]
+        await app.dispatch(Incoming("console", "console:local", "c", "u", "u", "/help cancel"), reply)
+        said = " ".join(reply.sent).split()  # this Reply splits at 50 characters
+        assert " ".join(said).endswith("(who may use it: the person who started this job or an administrator)")
     finally:
         await app.close()
