@@ -105,12 +105,13 @@ class StarterOrAdmin(Permission):
         return f"{self.who} or an administrator"
 
 
-async def starter_of_job(ctx: "CommandContext", arg: str = "job") -> str | None:
-    """The starter of the job named by argument ``arg`` in this scope."""
-    job = await ctx.app.jobs.get(str(ctx.args.get(arg, "")))
+async def starter_of_job(ctx: "CommandContext") -> str | None:
+    """The starter of the job named by the argument ``job``, if that job is in this scope."""
+    job = await ctx.app.jobs.get(str(ctx.args.get("job", "")))
     return job.started_by if job is not None and job.scope == ctx.scope else None
 
 
 def job_starter_or_admin(verb: str) -> Permission:
+    """For commands whose argument ``job`` names a job: its starter, or an administrator."""
     return StarterOrAdmin(starter_of_job, verb=verb)
 

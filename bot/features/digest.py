@@ -1,6 +1,7 @@
 """/digest and /settings, and the scheduler that posts digests and merges worlds daily."""
 from __future__ import annotations
 
+from bot.app import MEMORY_SETTING
 from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.permissions import ADMIN, ByAction
 from bot.scheduler import Scheduler
@@ -70,7 +71,7 @@ def setup(app) -> None:
             if key == "memory":
                 if value.lower() not in ("on", "off"):
                     raise UsageError("memory is on or off")
-                await ctx.app.set_setting(scope, channel, "memory", value.lower())
+                await ctx.app.set_setting(scope, channel, MEMORY_SETTING, value.lower())
             else:
                 try:
                     sub = await scheduler.subscribe(
@@ -82,7 +83,7 @@ def setup(app) -> None:
             return
         if key:
             raise UsageError(f"give a value: /settings {key} <{SETTINGS[key].split(' — ')[0]}>")
-        memory = await ctx.app.get_setting(scope, channel, "memory", "on")
+        memory = await ctx.app.get_setting(scope, channel, MEMORY_SETTING, "on")
         sub = await scheduler.subscription(scope, channel)
         lines = [f"memory: {memory}", f"digest: {_when(sub, scheduler) if sub else 'off'}",
                  "Change one with /settings <key> <value>:"]
