@@ -19,16 +19,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bot.adapters import discord_adapter, telegram_adapter  # noqa: E402
+from bot.adapters import base  # noqa: E402
+from bot.adapters.discord_adapter import DiscordAdapter  # noqa: E402
+from bot.adapters.telegram_adapter import TelegramAdapter  # noqa: E402
 from bot.app import App  # noqa: E402
 from engine.config import parse_config  # noqa: E402
 from tests.fakes.discord_server import FakeDiscord  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegram  # noqa: E402
 
 
-async def serve(app, module):
+async def serve(app, adapter_class):
     stop = asyncio.Event()
-    task = asyncio.create_task(module.serve(app, stop))
+    task = asyncio.create_task(base.serve(app.adapters.add(adapter_class(app)), stop))
     return stop, task
 
 
@@ -40,7 +42,7 @@ async def telegram_burst(n: int, rate: float) -> float:
             "token_env": "BENCH_TG", "base_url": server.base_url, "base_file_url": server.base_file_url,
             "poll_timeout_s": 1, "overall_max_rate": rate}}))
         await app.start()
-        stop, task = await serve(app, telegram_adapter)
+        stop, task = await serve(app, TelegramAdapter)
         await server.wait_for("setMyCommands")
         start = time.perf_counter()
         for chat in range(1, n + 1):
@@ -63,8 +65,8 @@ async def discord_round_trips(n: int) -> tuple[list[float], float]:
         app = await App.create(parse_config({"bot": {"data_dir": tmp}, "discord": {
             "token_env": "BENCH_DC", "api_base": server.api_base, "gateway_url": server.gateway_url}}))
         await app.start()
-        stop, task = await serve(app, discord_adapter)
-        while "discord" not in app.outlets:
+        stop, task = await serve(app, DiscordAdapter)
+        while app.reply_to("discord:1", "1") is None:
             await asyncio.sleep(0.02)
         one = []
         for _ in range(n):

@@ -1,7 +1,10 @@
 """The running bot: configuration, storage, jobs and the features that register commands.
 
-Adapters call ``handle`` for every incoming message; it dispatches commands and hands plain
-messages to the listeners (memory ingestion). Features are modules with ``setup(app)``.
+Every adapter hands each incoming message to ``dispatch``: it decides command or plain
+message, enforces the command's permission rule (bot.permissions) before arguments are parsed
+or files downloaded, and passes plain messages to the listeners (memory ingestion) unless the
+channel opted out. Adapters are kept in ``adapters``, a registry by platform. Features are
+modules with ``setup(app)``.
 """
 from __future__ import annotations
 
@@ -10,8 +13,9 @@ import importlib
 import logging
 from typing import Any, Awaitable, Callable
 
-from bot.commands.registry import Command, CommandContext, Registry, UsageError, parse_text_args
-from bot.neutral import Incoming, Reply
+from bot.adapters.base import Adapters
+from bot.commands.registry import CommandContext, Registry, UsageError, parse_text_args
+from bot.neutral import Attachment, Incoming, Reply
 from engine.config import Config
 from engine.db import Database, open_database
 from engine.jobs import Job, JobError, JobRunner
@@ -28,6 +32,8 @@ FEATURES = [
     "bot.features.report",
     "bot.features.digest",
 ]
+
+MEMORY_SETTING = "memory"  # channel setting: 'off' = plain messages are not remembered
 
 MessageListener = Callable[[Incoming], Awaitable[None]]
 Hook = Callable[[], Awaitable[None]]
@@ -46,7 +52,7 @@ class App:
         self.on_ready: list[ReadyHook] = []  # fn(platform) once an adapter is connected
         self.interrupted: list[Job] = []
         self.services: dict[str, Any] = {}  # engine services features share (memory, llm, sims)
-        self.outlets: dict[str, Callable[[str, str], Reply]] = {}  # platform -> (scope, channel) -> Reply
+        self.adapters = Adapters()
         self.background: set = set()  # tasks that follow jobs; kept so they are not collected
         self.jobs.subscribe(self._follow_new_jobs)
 
@@ -103,8 +109,7 @@ class App:
 
     def reply_to(self, scope: str, channel: str) -> Reply | None:
         """A Reply that posts into ``channel`` of ``scope`` without a triggering message."""
-        outlet = self.outlets.get(scope.split(":", 1)[0])
-        return outlet(scope, channel) if outlet else None
+        return self.adapters.reply_to(scope, channel)
 
     # -- settings ----------------------------------------------------------------------
 
@@ -130,30 +135,44 @@ class App:
         head, _, rest = text[1:].partition(" ")
         return head.split("@", 1)[0].lower(), rest.strip()
 
-    async def handle(self, msg: Incoming, reply: Reply, files_from_text: bool = False) -> None:
-        """Entry point for text-based adapters (console, Telegram)."""
-        parsed = self.split_command(msg.text)
-        if parsed is None:
-            await self.ingest(msg)
-            return
-        name, rest = parsed
+    async def dispatch(self, msg: Incoming, reply: Reply) -> None:
+        """The one way in for every adapter: a command runs if its rule allows it; a plain
+        message is remembered unless its channel opted out."""
+        if msg.command is not None:
+            name, rest = msg.command, ""
+        else:
+            parsed = self.split_command(msg.text) if msg.conventions.text_commands else None
+            if parsed is None:
+                await self._remember(msg)
+                return
+            name, rest = parsed
         command = self.commands.get(name)
         if command is None:
             await reply.error(f"unknown command /{name}. Type /help for the list.")
             return
+        label = f"/{command.name}"
+        if (refusal := command.permission.refuse_early(msg, label)) is not None:
+            await reply.error(refusal)
+            return
+        conventions = msg.conventions
         try:
-            args = parse_text_args(command, rest, msg.attachments, files_from_text)
+            args = dict(msg.options) if msg.options is not None else parse_text_args(
+                command, rest, msg.attachments, conventions.paths_attach, conventions.attach_hint)
         except UsageError as err:
             await reply.error(str(err))
             return
-        await self.run_command(command, msg, args, reply)
-
-    async def run_command(self, command: Command, msg: Incoming, args: dict[str, Any], reply: Reply) -> None:
-        """Entry point for adapters that parse arguments themselves (Discord app commands)."""
-        if command.permission == "admin" and not msg.is_admin:
-            await reply.error(f"/{command.name} needs an administrator of this server or chat.")
-            return
         ctx = CommandContext(self, msg, args, reply)
+        try:
+            refusal = await command.permission.refuse(ctx, label)
+        except Exception:
+            log.exception("permission check of /%s failed", command.name)
+            refusal = f"{label} could not check who may use it; the error was logged."
+        if refusal is not None:
+            await reply.error(refusal)
+            return
+        await reply.accept()
+        if not await self._fetch_attachments(args, reply):
+            return
         try:
             await command.handler(ctx)
         except (UsageError, JobError) as err:
@@ -162,9 +181,21 @@ class App:
             log.exception("command /%s failed", command.name)
             await reply.error(f"/{command.name} failed: {type(err).__name__}. The error was logged.")
 
-    async def ingest(self, msg: Incoming) -> None:
-        if await self.get_setting(msg.scope, msg.channel, "memory", "on") == "off":
-            return  # /settings memory off (or /memory off): this channel is not remembered
+    @staticmethod
+    async def _fetch_attachments(args: dict[str, Any], reply: Reply) -> bool:
+        """Download the attachments the command takes; False when one could not be (the
+        adapter has told the user why)."""
+        for value in args.values():
+            for att in value if isinstance(value, list) else [value]:
+                if isinstance(att, Attachment) and att.path is None and att.fetch is not None:
+                    att.path = await att.fetch(reply)
+                    if att.path is None:
+                        return False
+        return True
+
+    async def _remember(self, msg: Incoming) -> None:
+        if await self.get_setting(msg.scope, msg.channel, MEMORY_SETTING, "on") == "off":
+            return  # /memory off (or /settings memory off): this channel is not remembered
         for listener in self.listeners:
             try:
                 await listener(msg)

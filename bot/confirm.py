@@ -1,4 +1,5 @@
-"""Actions that wait for the same person to type /confirm <code> (costly or destructive work)."""
+"""Actions that wait for /confirm <code> (costly or destructive work). Only the person who asked
+or an administrator may confirm (the rule is in bot.features.core's /confirm)."""
 from __future__ import annotations
 
 import secrets
@@ -30,10 +31,17 @@ class Confirmations:
         self._pending[code] = Pending(scope, author, action, now + self.ttl_s)
         return code
 
-    def take(self, scope: str, author: str, code: str) -> Action | None:
-        """The held action if ``code`` is this person's, in this scope, and not expired."""
+    def author_of(self, scope: str, code: str) -> str | None:
+        """Who asked for the action waiting on ``code`` in ``scope``; None when none waits."""
         pending = self._pending.get(code)
-        if pending is None or pending.scope != scope or pending.author != author:
+        if pending is None or pending.scope != scope or pending.expires <= time.monotonic():
+            return None
+        return pending.author
+
+    def take(self, scope: str, code: str) -> Action | None:
+        """The held action if ``code`` waits in this scope and has not expired."""
+        pending = self._pending.get(code)
+        if pending is None or pending.scope != scope:
             return None
         del self._pending[code]
         return pending.action if pending.expires > time.monotonic() else None

@@ -2,6 +2,9 @@
 
 An adapter turns a platform event into an ``Incoming`` and gives command code a ``Reply``
 that can send, edit, upload and split long text. Command logic is written once against these.
+What differs between platforms in how people type commands and attach files is stated once
+per platform in its ``Conventions``, which every message carries. Attachments are fetched
+only when a command that takes them is allowed to run (``Attachment.fetch``).
 """
 from __future__ import annotations
 
@@ -9,6 +12,10 @@ import abc
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+# Brings an attachment to local disk; None after telling the user why not (too big, gone).
+Fetch = Callable[["Reply"], Awaitable[Path | None]]
 
 
 @dataclass
@@ -17,6 +24,17 @@ class Attachment:
     path: Path | None = None  # already on local disk (console, or after download)
     size: int | None = None
     url: str | None = None
+    fetch: Fetch | None = None  # how to download it, when it is not on local disk yet
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """How people use commands on one platform, for the parts the app words or parses."""
+
+    admins: str = "an administrator"  # who counts as one, as refusals name them
+    text_commands: bool = True        # '/name …' text is a command (Discord's commands are interactions)
+    paths_attach: bool = False        # leading arguments that name local files attach them (console)
+    attach_hint: str = ""             # how to attach a file here, said when a command misses one
 
 
 @dataclass
@@ -31,6 +49,9 @@ class Incoming:
     ts: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     attachments: list[Attachment] = field(default_factory=list)
     is_admin: bool = False    # owner / Manage Server / chat admin / configured role
+    conventions: Conventions = Conventions()
+    command: str | None = None               # set where the platform marks commands (Discord's slash commands)
+    options: dict[str, Any] | None = None    # that command's arguments, already typed by the platform
 
 
 def human_size(size: int) -> str:
@@ -87,6 +108,10 @@ class Reply(abc.ABC):
     async def error(self, text: str) -> None:
         """A refusal or failure; platforms that can show it privately do (Discord ephemeral)."""
         await self.send(f"⚠ {text}")
+
+    async def accept(self) -> None:
+        """The command passed its permission check and runs now: platforms that must answer
+        within seconds acknowledge it here (Discord defers the interaction)."""
 
     async def progress_message(self, text: str) -> Sent:
         """A message meant to be edited as long work advances."""

@@ -48,6 +48,7 @@ class Job:
     created_at: str = ""
     started_at: str | None = None
     finished_at: str | None = None
+    started_by: str = ""  # author id of the person who started it; '' when the bot did
 
     @property
     def finished(self) -> bool:
@@ -61,6 +62,7 @@ class Job:
             progress=row["progress"], message=row["message"],
             result=json.loads(row["result"]) if row["result"] else None, error=row["error"],
             created_at=row["created_at"], started_at=row["started_at"], finished_at=row["finished_at"],
+            started_by=row["started_by"],
         )
 
 
@@ -135,16 +137,17 @@ class JobRunner:
         return jobs
 
     async def submit(self, kind: str, params: dict[str, Any], scope: str,
-                     channel: str | None = None, title: str = "") -> Job:
+                     channel: str | None = None, title: str = "", started_by: str = "") -> Job:
+        """Queue a job; ``started_by`` is the author id of the person asking for it."""
         if kind not in self._handlers:
             raise ValueError(f"unknown job kind: {kind}")
         now = utcnow()
         job = Job(id=secrets.token_hex(4), kind=kind, scope=scope, channel=channel,
-                  title=title or kind, params=dict(params), state=QUEUED, created_at=now)
+                  title=title or kind, params=dict(params), state=QUEUED, created_at=now, started_by=started_by)
         await self.db.execute(
-            "INSERT INTO jobs(id, kind, scope, channel, title, params, state, message, created_at, updated_at)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (job.id, kind, scope, channel, job.title, json.dumps(job.params), QUEUED, "", now, now),
+            "INSERT INTO jobs(id, kind, scope, channel, title, params, state, message, created_at, updated_at,"
+            " started_by) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (job.id, kind, scope, channel, job.title, json.dumps(job.params), QUEUED, "", now, now, started_by),
         )
         self._start(job)
         return job

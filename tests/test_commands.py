@@ -4,7 +4,8 @@ import pytest
 
 from bot.app import App
 from bot.commands.registry import Arg, Command, UsageError, parse_text_args
-from bot.neutral import Incoming, Reply, Sent, split_text
+from bot.neutral import Attachment, Incoming, Reply, Sent, split_text
+from bot.permissions import ADMIN
 
 
 class Recorder(Reply):
@@ -60,7 +61,9 @@ def test_console_attachments_are_file_paths(tmp_path):
 
 
 def test_usage_errors_say_how_to_type_the_command(tmp_path):
-    with pytest.raises(UsageError, match=r"missing docs \(give the file's path\)"):
+    with pytest.raises(UsageError, match=r"/simulate needs a document: give the file's path\. Usage"):
+        parse_text_args(SIM, "what happens?", [], files_from_text=True, attach_hint="give the file's path")
+    with pytest.raises(UsageError, match=r"missing docs\. Usage"):
         parse_text_args(SIM, "what happens?", [], files_from_text=True)
     f = tmp_path / "a.txt"
     f.write_text("x")
@@ -76,13 +79,13 @@ async def test_admin_commands_are_refused_to_others(config):
         async def secret(ctx):
             ran.append(ctx.message.author_id)
 
-        app.commands.add(Command("wipe", "wipe", secret, permission="admin"))
+        app.commands.add(Command("wipe", "wipe", secret, permission=ADMIN))
         reply = Recorder()
         msg = Incoming("console", "console:local", "c", "u1", "u1", "/wipe")
-        await app.handle(msg, reply)
-        assert ran == [] and "needs an administrator" in reply.errors[0]
+        await app.dispatch(msg, reply)
+        assert ran == [] and reply.errors[0] == "only an administrator may use /wipe."
         msg.is_admin = True
-        await app.handle(msg, reply)
+        await app.dispatch(msg, reply)
         assert ran == ["u1"]
     finally:
         await app.close()
@@ -98,9 +101,39 @@ async def test_long_answers_are_split_and_plain_messages_reach_listeners(config)
 
         app.listeners.append(listener)
         reply = Recorder()
-        await app.handle(Incoming("console", "console:local", "c", "u", "u", "hello world"), reply)
-        await app.handle(Incoming("console", "console:local", "c", "u", "u", "/help"), reply)
+        await app.dispatch(Incoming("console", "console:local", "c", "u", "u", "hello world"), reply)
+        await app.dispatch(Incoming("console", "console:local", "c", "u", "u", "/help"), reply)
         assert heard == ["hello world"]
         assert len(reply.sent) > 1 and all(len(s) <= 50 for s in reply.sent)
+    finally:
+        await app.close()
+
+
+async def test_a_refused_command_never_fetches_its_files_and_help_says_who_may_use_it(config, tmp_path):
+    app = await App.create(config, features=["bot.features.core"])
+    try:
+        fetched, ran = [], []
+
+        async def fetch(reply):
+            fetched.append(True)
+            path = tmp_path / "doc.txt"
+            path.write_text("x")
+            return path
+
+        async def simulate(ctx):
+            ran.append(ctx.args["docs"][0].path.read_text())
+
+        app.commands.add(Command("simulate", "run", simulate, SIM.args, permission=ADMIN))
+        reply = Recorder()
+        member = Incoming("telegram", "telegram:-1", "-1", "u1", "u1", "/simulate what next?",
+                          attachments=[Attachment("doc.txt", fetch=fetch)])
+        await app.dispatch(member, reply)
+        assert reply.errors == ["only an administrator may use /simulate."] and fetched == [] and ran == []
+        member.is_admin = True
+        await app.dispatch(member, reply)
+        assert fetched == [True] and ran == ["x"]
+        await app.dispatch(Incoming("console", "console:local", "c", "u", "u", "/help cancel"), reply)
+        said = " ".join(reply.sent).split()  # this Reply splits at 50 characters
+        assert " ".join(said).endswith("(who may use it: the person who started this job or an administrator)")
     finally:
         await app.close()

@@ -6,6 +6,7 @@ import asyncio
 import pytest
 
 from bot.adapters import discord_adapter
+from bot.adapters.base import serve
 from tests.chat_helpers import add_test_simulation, make_app
 from tests.fakes.discord_server import ADMIN_ROLE, CHANNEL, EVERYONE_PERMS, GUILD, MANAGE_GUILD, OWNER, FakeDiscord
 
@@ -32,10 +33,11 @@ async def start_bot(tmp_path, monkeypatch, server, extra=None, before_start=None
         await before_start(app)
     await app.start()
     stop = asyncio.Event()
-    task = asyncio.create_task(discord_adapter.serve(app, stop))
+    adapter = app.adapters.add(discord_adapter.DiscordAdapter(app))
+    task = asyncio.create_task(serve(adapter, stop))
     await asyncio.wait_for(server.identified.wait(), 10)
-    for _ in range(100):  # on_ready registers the outlet once the guild arrived
-        if "discord" in app.outlets:
+    for _ in range(100):  # the adapter posts into channels once the guild arrived
+        if app.reply_to(f"discord:{GUILD}", CHANNEL) is not None:
             break
         await asyncio.sleep(0.05)
     return app, stop, task, gate, runs
@@ -98,7 +100,8 @@ async def test_usage_errors_are_ephemeral_and_replace_the_thinking_message(tmp_p
     app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake)
     try:
         await fake.interaction("digest", [{"name": "action", "type": 3, "value": "on"},
-                                          {"name": "time", "type": 3, "value": "25:99"}])
+                                          {"name": "time", "type": 3, "value": "25:99"}],
+                               member=fake.member("6002", permissions=EVERYONE_PERMS | MANAGE_GUILD))
         error = await fake.wait_for("POST", "/webhooks/", lambda c: "18:30" in c.content)
         assert error.json["flags"] & EPHEMERAL
         assert fake.calls_to("DELETE", "/messages/@original")

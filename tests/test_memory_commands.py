@@ -1,4 +1,4 @@
-"""The memory commands end to end through App.handle, as the console and Telegram drive them."""
+"""The memory commands end to end through App.dispatch, as the console and Telegram drive them."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,7 +37,7 @@ class Person:
         reply = Collect()
         msg = Incoming("console", "console:test", channel or self.channel, self.name, self.name, text,
                        message_id=f"{self.name}-{self.n}", is_admin=self.admin)
-        await self.app.handle(msg, reply)
+        await self.app.dispatch(msg, reply)
         return "\n".join(reply.texts)
 
 
@@ -71,21 +71,30 @@ async def test_memory_commands(tmp_path):
         asked = await bob.say("/ask how do I read a csv?")
         assert "No language model is configured" in asked and "read_csv" in asked
 
-        assert "no longer remember" in await bob.say("/memory off")
+        assert "only an administrator may use /memory." in await bob.say("/memory off")
+        assert "no longer remember" in await admin.say("/memory off")
         await bob.say("pandas merge is confusing")
         assert sum(w.evidence for w in await engine.worlds("console:test")) == 4
-        await bob.say("/memory on")
+        await admin.say("/memory on")
         await bob.say("pandas merge is confusing")
-        assert sum(w.evidence for w in await engine.worlds("console:test")) == 5
+        await admin.say("numpy arrays and pandas frames share their dtypes")
+        assert sum(w.evidence for w in await engine.worlds("console:test")) == 6
 
+        # any member forgets their own messages, in every channel; other people's stay
         assert "nothing to confirm" in await bob.say("/forget confirm")
-        assert "/forget confirm within 60 s" in await bob.say("/forget")
-        forgot = await bob.say("/forget confirm")
-        assert "Forgot this channel: 4 messages" in forgot
-        left = await engine.worlds("console:test")
-        assert [w.evidence for w in left] == [1]  # the food channel's message
+        assert "only an administrator may use /forget." in await bob.say("/forget")
+        assert "only an administrator may use /forget all." in await bob.say("/forget all")
+        assert "nothing to confirm" in await bob.say("/forget confirm")  # the refusals left nothing pending
+        assert "every message of yours" in await bob.say("/forget me")
+        assert "Forgot your messages here: 5 messages" in await bob.say("/forget confirm")
+        left = await app.db.fetchall("SELECT author, author_id, text FROM memory_messages WHERE scope=?",
+                                     ("console:test",))
+        assert [tuple(r) for r in left] == [("root", "root", "numpy arrays and pandas frames share their dtypes")]
+        assert sum(w.evidence for w in await engine.worlds("console:test")) == 1
 
-        assert "needs an administrator" in await bob.say("/forget all")
+        assert "/forget confirm within 60 s" in await admin.say("/forget")
+        assert "Forgot this channel: 1 messages" in await admin.say("/forget confirm")
+        await bob.say("the bakery sells rye bread on sundays", channel="food")
         await admin.say("/forget all")
         assert "Forgot this server or chat" in await admin.say("/forget confirm")
         assert await engine.worlds("console:test") == []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.neutral import Reply, Sent
-from tests.chat_helpers import make_app
+from tests.chat_helpers import Outlet, make_app
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -36,7 +36,7 @@ class Recorder(Reply):
 async def test_throttled_progress_is_shown_once_the_interval_passes(tmp_path):
     app = await make_app(tmp_path, jobs={"progress_interval_s": 1.5})
     reply = Recorder()
-    app.outlets["test"] = lambda scope, channel: reply
+    app.adapters.add(Outlet("test", lambda scope, channel: reply))
     gate = asyncio.Event()
 
     async def job(ctx):

@@ -12,6 +12,7 @@ from bot.scheduler import build_digest
 from engine.config import parse_config
 from engine.sim import pipeline
 from engine.sim.report.step import step as report_step
+from tests.chat_helpers import Outlet
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.simdata import write_graph
 from tests.test_report_agent import folder, scripted  # noqa: F401
@@ -52,7 +53,7 @@ async def app(tmp_path, openai_server):  # noqa: F811
                            "jobs": {"progress_interval_s": 0}}, str(tmp_path / "config.toml"))
     app = await App.create(config, FEATURES)
     reply = RecordingReply()
-    app.outlets["console"] = lambda scope, channel: reply
+    app.adapters.add(Outlet("console", lambda scope, channel: reply))
     app.reply = reply
     await app.start()
     yield app
@@ -67,7 +68,7 @@ async def test_report_command_writes_then_posts_summary_charts_and_file(app, fol
     openai_server.responder = scripted
     await write_graph(app.db, "sim1", folder, app.services["embedder"])
     reply = app.reply
-    await app.handle(said("/report sim1"), reply)
+    await app.dispatch(said("/report sim1"), reply)
     assert "Writing the report of simulation `sim1`" in reply.of("send")[0][1]
     job = (await app.jobs.list(scope="console:local", kind="report"))[0]
     job = await app.jobs.wait(job.id)
@@ -87,18 +88,18 @@ async def test_report_command_writes_then_posts_summary_charts_and_file(app, fol
     # asked again: posted at once from the files, no LLM request
     before = len(openai_server.requests)
     again = RecordingReply()
-    await app.handle(said("/report sim1"), again)
+    await app.dispatch(said("/report sim1"), again)
     assert len(openai_server.requests) == before
     assert [e[0] for e in again.log] == ["send", "image", "image", "image", "image", "file"]
 
 
 async def test_report_command_refusals(app, folder, tmp_path):
     reply = RecordingReply()
-    await app.handle(said("/report nosuch"), reply)
+    await app.dispatch(said("/report nosuch"), reply)
     assert reply.log == [("send", "⚠ no simulation nosuch here. /sims lists them.")]
     # a simulation that has not run: the job fails with a clear message, nothing is posted
     await write_graph(app.db, "sim2", tmp_path / "empty", app.services["embedder"])
-    await app.handle(said("/report sim2"), reply)
+    await app.dispatch(said("/report sim2"), reply)
     job = (await app.jobs.list(scope="console:local", kind="report"))[0]
     job = await app.jobs.wait(job.id)
     assert job.state == "failed" and job.error == "simulation sim2 has not finished its run yet: there is nothing to report"
@@ -108,7 +109,7 @@ async def test_report_command_refusals(app, folder, tmp_path):
                          " VALUES ('pj1', 'simulation', 'console:local', 'simulation sim2', 'running', 'x', 'x')")
     await app.db.execute("UPDATE simulations SET job_id = 'pj1' WHERE id = 'sim2'")
     reply.log.clear()
-    await app.handle(said("/report sim2"), reply)
+    await app.dispatch(said("/report sim2"), reply)
     assert reply.log == [("send", "Simulation `sim2` is still under way (job `pj1`); its report is written at "
                                   "the end and posted in its channel.")]
 

@@ -9,7 +9,7 @@ import pytest
 
 from bot.neutral import Reply, Sent
 from bot.scheduler import daily, previous_fire
-from tests.chat_helpers import make_app
+from tests.chat_helpers import Outlet, make_app
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,7 +37,7 @@ def posts():
 
 async def started_app(tmp_path, **scheduler):
     app = await make_app(tmp_path, scheduler=scheduler)
-    app.outlets["test"] = Recorder
+    app.adapters.add(Outlet("test", Recorder))
     await app.start()
     return app
 
@@ -140,12 +140,12 @@ async def test_digest_command_in_the_console_shape(tmp_path, posts):
             lines.append(text)
     reply = ConsoleReply(Out(False))
     from bot.neutral import Incoming
-    msg = Incoming("test", "test:c", "9", "u", "u", "/digest on 07:15 Europe/Paris")
-    await app.handle(msg, reply)
+    msg = Incoming("test", "test:c", "9", "u", "u", "/digest on 07:15 Europe/Paris", is_admin=True)
+    await app.dispatch(msg, reply)
     assert "07:15 Europe/Paris" in lines[-1]
-    await app.handle(Incoming("test", "test:c", "9", "u", "u", "/digest now"), reply)
+    await app.dispatch(Incoming("test", "test:c", "9", "u", "u", "/digest now"), reply)
     assert posts[("test:c", "9")][0].startswith("📰 Daily digest")
-    await app.handle(Incoming("test", "test:c", "9", "u", "u", "/digest off"), reply)
+    await app.dispatch(Incoming("test", "test:c", "9", "u", "u", "/digest off", is_admin=True), reply)
     assert lines[-1] == "Digest off." and not await app.services["scheduler"].subscriptions("test:c")
     await app.close()
 

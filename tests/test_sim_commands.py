@@ -84,7 +84,7 @@ async def test_chat_commands_through_the_console(openai_server, embedder, tmp_pa
     openai_server.responder = SimResponder()
     config = load_config(write_config(tmp_path, openai_server))
     app = await App.create(config, ["bot.features.core", "bot.features.llm", "bot.features.simulation"])
-    console = Console(app, interactive=False)
+    console = app.adapters.add(Console(app, interactive=False))
     await app.start()
     try:
         assert "sim_graph" in app.services and "llm" in app.services

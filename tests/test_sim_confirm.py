@@ -30,7 +30,7 @@ async def test_costly_simulation_waits_for_confirm_from_the_same_person(openai_s
     path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\nmodel = "m"\n'
                     '[llm.prices.m]\ninput = 100.0\noutput = 100.0\n[simulation]\nconfirm_above_usd = 0.5\n')
     app = await App.create(load_config(path), ["bot.features.core", "bot.features.llm", "bot.features.simulation"])
-    console = Console(app, interactive=False)
+    console = app.adapters.add(Console(app, interactive=False))
     await app.start()
     try:
         await console.handle_line(f"/simulate {SAMPLE} How will the strike end? --agents 3 --rounds 2")
@@ -40,11 +40,11 @@ async def test_costly_simulation_waits_for_confirm_from_the_same_person(openai_s
         code = out.split("/confirm ", 1)[1].split()[0]
         await console.handle_line("/confirm nope")
         assert "nothing waits for code nope" in capsys.readouterr().out
-        # another person cannot confirm someone else's simulation
+        # another member cannot confirm someone else's simulation
         other = console.incoming(f"/confirm {code}")
-        other.author_id = "someone-else"
-        await app.handle(other, console.reply)
-        assert "nothing waits for code" in capsys.readouterr().out
+        other.author_id, other.is_admin = "someone-else", False
+        await app.dispatch(other, console.reply)
+        assert "only the person who asked for it or" in capsys.readouterr().out
         await console.handle_line(f"/confirm {code}")
         started = capsys.readouterr().out
         assert "Simulation `" in started and "estimated about" in started

@@ -45,7 +45,7 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
     path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n'
                     f'[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 120.0\n')
     app = await App.create(load_config(path), FEATURES)
-    console = Console(app, interactive=False)
+    console = app.adapters.add(Console(app, interactive=False))
     await app.start()
     runs = app.services["sim_runs"]
     try:

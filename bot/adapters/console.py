@@ -2,7 +2,8 @@
 
 On a terminal it is interactive (prompt_toolkit: history, a clear prompt, colours). With
 stdin piped it reads lines until EOF, prints the answers and returns, so it scripts well.
-Attachments are file paths: ``/simulate notes.pdf what happens next?``.
+Attachments are file paths: ``/simulate notes.pdf what happens next?``. The person at the
+console runs the bot, so they are its administrator.
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import sys
 import time
 from pathlib import Path
 
+from bot.adapters.base import Adapter
 from bot.app import App
-from bot.neutral import Incoming, Reply, Sent
+from bot.neutral import Conventions, Incoming, Reply, Sent
 
 SCOPE, CHANNEL = "console:local", "console"
 
@@ -60,10 +62,15 @@ class ConsoleReply(Reply):
         return ConsoleSent(self.out)
 
 
-class Console:
-    def __init__(self, app: App, interactive: bool | None = None):
+class Console(Adapter):
+    platform = "console"
+    conventions = Conventions(admins="the person running the bot", paths_attach=True,
+                              attach_hint="give the file's path")
+
+    def __init__(self, app: App, interactive: bool | None = None, wait: bool = False):
         self.app = app
         self.interactive = sys.stdin.isatty() and sys.stdout.isatty() if interactive is None else interactive
+        self.wait = wait  # after the last input line, wait for the jobs this console started
         self.out = ConsoleOut(colour=self.interactive)
         self.reply = ConsoleReply(self.out)
         self.user = getpass.getuser()
@@ -71,8 +78,10 @@ class Console:
         # Message ids must stay unique across sessions (memory skips ids it already holds).
         self._session = f"{time.time_ns():x}"
         self._seq = 0
-        app.outlets["console"] = lambda scope, channel: self.reply
-        app.jobs.subscribe(self._on_job_event)
+        self._unsubscribe = app.jobs.subscribe(self._on_job_event)
+
+    def reply_to(self, scope: str, channel: str) -> Reply | None:
+        return self.reply
 
     def _on_job_event(self, event) -> None:
         # Remember the jobs this console started, for --wait.
@@ -83,20 +92,34 @@ class Console:
         self._seq += 1
         return Incoming(platform="console", scope=SCOPE, channel=CHANNEL, author_id=self.user,
                         author_name=self.user, text=line, message_id=f"console-{self._session}-{self._seq}",
-                        is_admin=True)
+                        is_admin=True, conventions=self.conventions)
 
     async def handle_line(self, line: str) -> None:
         line = line.strip()
         if line:
-            await self.app.handle(self.incoming(line), self.reply, files_from_text=True)
+            await self.app.dispatch(self.incoming(line), self.reply)
 
-    async def run(self, wait: bool = False) -> None:
-        if self.interactive:
-            await self._interactive()
-        else:
-            await self._piped()
-        if wait:
-            await self.wait_for_jobs()
+    async def connect(self) -> None:
+        await self.app.platform_ready(self.platform)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Read lines until the input ends (or ``stop`` is set); with ``wait``, then wait for
+        the jobs this console started."""
+        reading = asyncio.create_task(self._interactive() if self.interactive else self._piped())
+        stopper = asyncio.create_task(stop.wait())
+        try:
+            await asyncio.wait([reading, stopper], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopper.cancel()
+            if not reading.done():
+                reading.cancel()
+        if reading.done() and not reading.cancelled():
+            reading.result()
+            if self.wait:
+                await self.wait_for_jobs()
+
+    async def stop(self) -> None:
+        self._unsubscribe()
 
     async def wait_for_jobs(self) -> None:
         for job_id in list(self.started_jobs):

@@ -1,11 +1,13 @@
 """Discord through discord.py 2.x: every registered command as a slash command.
 
 Commands are built from their neutral definitions (typed options, attachment options,
-choices), so a feature added later needs nothing here. Each interaction is deferred at once
-and answered with follow-ups; refusals and errors are ephemeral. Job progress goes through
-``app.outlets['discord']``: a normal channel message edited at a throttled rate, because
-interaction tokens die after 15 minutes. Commands reach Discord only when synced on demand
-(``python -m bot discord sync`` or the owner's ``!sync`` message), never on every start.
+choices), so a feature added later needs nothing here. An interaction the permission check
+refuses is answered at once, ephemerally; an allowed one is deferred and answered with
+follow-ups (errors ephemeral), and its attachments are downloaded only then. Administrators
+are the server owner, members with Manage Server and holders of ``[discord] admin_role``.
+Job progress goes through ``reply_to``: a normal channel message edited at a throttled rate,
+because interaction tokens die after 15 minutes. Commands reach Discord only when synced on
+demand (``python -m bot discord sync`` or the owner's ``!sync`` message), never on every start.
 discord.py handles Discord's rate-limit buckets itself.
 """
 from __future__ import annotations
@@ -25,9 +27,10 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from discord.utils import MISSING
 
+from bot.adapters.base import Adapter
 from bot.app import App
 from bot.commands.registry import Command
-from bot.neutral import Attachment, Incoming, Reply, Sent, human_size
+from bot.neutral import Attachment, Conventions, Incoming, Reply, Sent, human_size
 from engine.config import Config, DiscordSection, secret
 
 log = logging.getLogger(__name__)
@@ -39,10 +42,6 @@ OPTION_TYPES: dict[str, type] = {"str": str, "text": str, "int": int, "float": f
                                  "attachment": discord.Attachment}
 INVITE_PERMISSIONS = discord.Permissions(view_channel=True, send_messages=True, send_messages_in_threads=True,
                                          attach_files=True, embed_links=True, read_message_history=True)
-
-
-def configured(config: Config) -> bool:
-    return secret(config.discord.token_env) is not None
 
 
 def point_at(cfg: DiscordSection) -> None:
@@ -161,28 +160,43 @@ class InteractionReply(DiscordReply):
         self.interaction = interaction
         self.sent_any = False
 
+    async def accept(self) -> None:
+        if not self.interaction.response.is_done():
+            await self.interaction.response.defer(thinking=True)
+
     async def _post(self, content: str, file: discord.File | None = None) -> discord.Message:
+        await self.accept()
         message = await self.interaction.followup.send(content=content or MISSING, file=file or MISSING, wait=True)
         self.sent_any = True
         return message
 
     async def error(self, text: str) -> None:
+        if not self.interaction.response.is_done():  # refused before it was deferred: answer privately now
+            await self.interaction.response.send_message(f"⚠ {text}"[:MESSAGE_LIMIT], ephemeral=True)
+            self.sent_any = True
+            return
         if not self.sent_any:  # the public "thinking…" placeholder would show the error to everyone
             await self.interaction.delete_original_response()
         await self.interaction.followup.send(f"⚠ {text}"[:MESSAGE_LIMIT], ephemeral=True)
         self.sent_any = True
 
     async def finish(self) -> None:
-        if not self.sent_any:
+        if self.interaction.response.is_done() and not self.sent_any:
             await self.interaction.delete_original_response()
 
 
 # -- the client ------------------------------------------------------------------------------
 
-class DiscordAdapter:
+class DiscordAdapter(Adapter):
+    platform = "discord"
+
     def __init__(self, app: App):
         self.app = app
         self.cfg = app.config.discord
+        role = self.cfg.admin_role.strip()
+        self.conventions = Conventions(
+            admins=f"an administrator (Manage Server{f' or the {role} role' if role else ''})",
+            text_commands=False)  # commands are slash interactions; chat text never is one
         self.max_upload = int(self.cfg.max_upload_mb * 2**20)
         self.max_download = int(self.cfg.max_download_mb * 2**20)
         point_at(self.cfg)
@@ -196,6 +210,14 @@ class DiscordAdapter:
         self.client.event(self.on_ready)
         self.client.event(self.on_message)
         self._announced = False
+        self._ready = False
+
+    @classmethod
+    def configured(cls, config: Config) -> bool:
+        return secret(config.discord.token_env) is not None
+
+    def reply_to(self, scope: str, channel: str) -> Reply | None:
+        return ChannelReply(self, int(channel)) if self._ready else None
 
     def outgoing_dir(self) -> Path:
         path = self.app.config.data_dir / "outgoing" / "discord"
@@ -224,7 +246,7 @@ class DiscordAdapter:
     # -- events ------------------------------------------------------------------------------
 
     async def on_ready(self) -> None:
-        self.app.outlets["discord"] = lambda scope, channel: ChannelReply(self, int(channel))
+        self._ready = True
         log.info("discord: connected as %s to %d servers", self.client.user, len(self.client.guilds))
         if not self._announced:
             self._announced = True
@@ -248,10 +270,11 @@ class DiscordAdapter:
         if not self.cfg.message_content or not message.content.strip():
             return  # without the Message Content intent only commands work
         guild_id = message.guild.id if message.guild else None
-        await self.app.ingest(Incoming(
+        await self.app.dispatch(Incoming(
             platform="discord", scope=self.scope_of(guild_id, message.author.id), channel=str(message.channel.id),
             author_id=str(message.author.id), author_name=message.author.display_name, text=message.content,
-            message_id=str(message.id), ts=message.created_at))
+            message_id=str(message.id), ts=message.created_at, conventions=self.conventions),
+            ChannelReply(self, message.channel.id))
 
     async def is_owner(self, user: discord.abc.User) -> bool:
         if self.cfg.owner_ids:
@@ -279,71 +302,64 @@ class DiscordAdapter:
             await interaction.response.send_message(text, ephemeral=True)
 
     async def invoke(self, command: Command, interaction: discord.Interaction, args: dict[str, Any]) -> None:
-        user, guild = interaction.user, interaction.guild
-        is_admin = self.is_admin(user, guild, interaction.permissions)
-        if command.permission == "admin" and not is_admin:
-            role = f"the {self.cfg.admin_role} role or " if self.cfg.admin_role else ""
-            await interaction.response.send_message(f"⚠ /{command.name} needs {role}Manage Server.", ephemeral=True)
-            return
-        await interaction.response.defer(thinking=True)
+        user = interaction.user
         reply = InteractionReply(self, interaction)
         attachments: list[Attachment] = []
         for name, value in list(args.items()):
             files = value if isinstance(value, list) else [value]
             if not files or not isinstance(files[0], discord.Attachment):
                 continue
-            local = []
-            for item in files:
-                got = await self.download(item, interaction, reply)
-                if got is None:
-                    return
-                local.append(got)
+            local = [self.attachment(item, interaction) for item in files]
             attachments += local
             args[name] = local if isinstance(value, list) else local[0]
         text = " ".join([f"/{command.name}"] + [str(v) for v in args.values() if isinstance(v, (str, int, float))])
         msg = Incoming(platform="discord", scope=self.scope_of(interaction.guild_id, user.id),
                        channel=str(interaction.channel_id), author_id=str(user.id), author_name=user.display_name,
                        text=text, message_id=str(interaction.id), ts=interaction.created_at,
-                       attachments=attachments, is_admin=is_admin)
-        await self.app.run_command(command, msg, args, reply)
+                       attachments=attachments,
+                       is_admin=self.is_admin(user, interaction.guild, interaction.permissions),
+                       conventions=self.conventions, command=command.name, options=args)
+        await self.app.dispatch(msg, reply)
         await reply.finish()
 
-    async def download(self, item: discord.Attachment, interaction: discord.Interaction,
-                       reply: Reply) -> Attachment | None:
-        if item.size > self.max_download:
-            await reply.error(f"{item.filename} is {human_size(item.size)}; "
-                              f"the limit is {human_size(self.max_download)}.")
-            return None
-        folder = self.app.config.data_dir / "downloads" / "discord" / str(interaction.channel_id)
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{item.id}_{Path(item.filename).name}"
-        try:
-            await item.save(path)
-        except discord.HTTPException as err:
-            await reply.error(f"could not download {item.filename}: {err.status}")
-            return None
-        return Attachment(item.filename, path, path.stat().st_size, item.url)
+    def attachment(self, item: discord.Attachment, interaction: discord.Interaction) -> Attachment:
+        """An option's attachment, downloaded only if the command is allowed to run."""
+
+        async def fetch(reply: Reply) -> Path | None:
+            if item.size > self.max_download:
+                await reply.error(f"{item.filename} is {human_size(item.size)}; "
+                                  f"the limit is {human_size(self.max_download)}.")
+                return None
+            folder = self.app.config.data_dir / "downloads" / "discord" / str(interaction.channel_id)
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{item.id}_{Path(item.filename).name}"
+            try:
+                await item.save(path)
+            except discord.HTTPException as err:
+                await reply.error(f"could not download {item.filename}: {err.status}")
+                return None
+            return path
+
+        return Attachment(item.filename, size=item.size, url=item.url, fetch=fetch)
 
     # -- running ------------------------------------------------------------------------------
 
+    async def connect(self) -> None:
+        await self.client.login(secret(self.cfg.token_env))  # a bad token fails here with LoginFailure
+
     async def run(self, stop: asyncio.Event) -> None:
-        token = secret(self.cfg.token_env)
-        client = self.client
+        connection = asyncio.create_task(self.client.connect(reconnect=True))
+        stopper = asyncio.create_task(stop.wait())
         try:
-            await client.login(token)  # a bad token fails here with LoginFailure
-            connection = asyncio.create_task(client.connect(reconnect=True))
-            stopper = asyncio.create_task(stop.wait())
             await asyncio.wait([connection, stopper], return_when=asyncio.FIRST_COMPLETED)
-            stopper.cancel()
-            if connection.done():
-                connection.result()  # the gateway gave up: report why
         finally:
-            self.app.outlets.pop("discord", None)
-            await client.close()
+            stopper.cancel()
+        if connection.done():
+            connection.result()  # the gateway gave up: report why
 
-
-async def serve(app: App, stop: asyncio.Event) -> None:
-    await DiscordAdapter(app).run(stop)
+    async def stop(self) -> None:
+        self._ready = False
+        await self.client.close()
 
 
 async def sync_commands(app: App, guild_id: int | None) -> list[str]:

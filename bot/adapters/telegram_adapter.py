@@ -5,7 +5,9 @@ long command in one chat never holds up another. Text goes out as HTML with ever
 escaped; `code` spans become <code>. Outgoing calls pass PTB's AIORateLimiter (per-chat and
 overall limits; it retries only on 429 flood-waits, when nothing was posted, so nothing is
 posted twice). Attachments: the document sent with the command as caption, or the document
-the command replies to. Bots may download at most 20 MB from the cloud Bot API.
+the command replies to, downloaded only once the command is allowed to run. Bots may download
+at most 20 MB from the cloud Bot API. Chat administrators and owners are the bot's
+administrators in a group; in a private chat the person is.
 """
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ from telegram.constants import ChatMemberStatus, ChatType, ParseMode
 from telegram.error import BadRequest, TelegramError
 from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
 
+from bot.adapters.base import Adapter
 from bot.app import App
-from bot.neutral import Attachment, Incoming, Reply, Sent, human_size
+from bot.neutral import Attachment, Conventions, Incoming, Reply, Sent, human_size
 from engine.config import Config, secret
 
 log = logging.getLogger(__name__)
@@ -33,10 +36,6 @@ _CODE = re.compile(r"`([^`\n]+)`")
 def to_html(text: str) -> str:
     """Escape for Telegram's HTML mode; `spans` become <code>."""
     return _CODE.sub(r"<code>\1</code>", html.escape(text, quote=False))
-
-
-def configured(config: Config) -> bool:
-    return secret(config.telegram.token_env) is not None
 
 
 class TelegramSent(Sent):
@@ -93,14 +92,18 @@ def _parse_channel(channel: str) -> tuple[int, int | None]:
     return int(chat), int(thread) if thread else None
 
 
-class TelegramAdapter:
-    def __init__(self, app: App, token: str):
+class TelegramAdapter(Adapter):
+    platform = "telegram"
+    conventions = Conventions(admins="a chat administrator", attach_hint=(
+        "send the file with the command as its caption, or reply to the file with the command"))
+
+    def __init__(self, app: App):
         self.app = app
         cfg = app.config.telegram
         self.cfg = cfg
         self.max_download = int(cfg.max_download_mb * 2**20)
         self.max_upload = int(cfg.max_upload_mb * 2**20)
-        builder = (Application.builder().token(token)
+        builder = (Application.builder().token(secret(cfg.token_env))
                    .job_queue(None)  # the bot's one scheduler is bot.scheduler
                    .concurrent_updates(64)
                    .rate_limiter(AIORateLimiter(overall_max_rate=cfg.overall_max_rate, overall_time_period=1,
@@ -115,32 +118,44 @@ class TelegramAdapter:
         self.application.add_handler(MessageHandler(filters.ALL, self.on_message, block=False))
         self.application.add_error_handler(self.on_error)
         self.username = ""
+        self._connected = False
+
+    @classmethod
+    def configured(cls, config: Config) -> bool:
+        return secret(config.telegram.token_env) is not None
 
     def reply_for(self, chat_id: int, thread_id: int | None) -> TelegramReply:
         return TelegramReply(self.application.bot, chat_id, thread_id, self.max_upload)
 
-    async def run(self, stop: asyncio.Event) -> None:
+    def reply_to(self, scope: str, channel: str) -> Reply | None:
+        return self.reply_for(*_parse_channel(channel)) if self._connected else None
+
+    async def connect(self) -> None:
         application = self.application
         await application.initialize()  # getMe: a bad token fails here
-        try:
-            self.username = application.bot.username or ""
-            self.app.outlets["telegram"] = lambda scope, channel: self.reply_for(*_parse_channel(channel))
-            commands = [BotCommand("start", "What this bot does")] + [
-                BotCommand(c.name, c.description[:256]) for c in self.app.commands.commands.values()]
-            await application.bot.set_my_commands(commands[:100])
-            await application.updater.start_polling(timeout=int(self.cfg.poll_timeout_s),
-                                                    allowed_updates=[Update.MESSAGE])
-            await application.start()
-            log.info("telegram: polling as @%s", self.username)
-            await self.app.platform_ready("telegram")
-            await stop.wait()
-        finally:
-            self.app.outlets.pop("telegram", None)
-            if application.updater.running:
-                await application.updater.stop()
-            if application.running:
-                await application.stop()
-            await application.shutdown()
+        self.username = application.bot.username or ""
+        commands = [BotCommand("start", "What this bot does")] + [
+            BotCommand(c.name, c.description[:256]) for c in self.app.commands.commands.values()]
+        await application.bot.set_my_commands(commands[:100])
+        self._connected = True
+
+    async def run(self, stop: asyncio.Event) -> None:
+        application = self.application
+        await application.updater.start_polling(timeout=int(self.cfg.poll_timeout_s),
+                                                allowed_updates=[Update.MESSAGE])
+        await application.start()
+        log.info("telegram: polling as @%s", self.username)
+        await self.app.platform_ready(self.platform)
+        await stop.wait()
+
+    async def stop(self) -> None:
+        self._connected = False
+        application = self.application
+        if application.updater.running:
+            await application.updater.stop()
+        if application.running:
+            await application.stop()
+        await application.shutdown()
 
     async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
         log.warning("telegram: update failed: %s", context.error, exc_info=context.error)
@@ -153,26 +168,31 @@ class TelegramAdapter:
         member = await message.chat.get_member(message.from_user.id)
         return member.status in (ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.OWNER)
 
-    async def _download(self, message: Message, source: Message, reply: Reply) -> list[Attachment] | None:
-        """The document of ``source`` on local disk; None (after telling the user) when too big."""
+    def _attachment(self, message: Message, source: Message) -> Attachment | None:
+        """The document of ``source``, to be downloaded only if a command takes it."""
         doc = source.document
         if doc is None:
-            return []
+            return None
         name = Path(doc.file_name or f"{doc.file_unique_id}.bin").name
-        if doc.file_size and doc.file_size > self.max_download:
-            await reply.error(f"{name} is {human_size(doc.file_size)}; Telegram lets bots download files up to "
-                              f"{human_size(self.max_download)}. Send a smaller file (or split it, or compress it).")
-            return None
-        folder = self.app.config.data_dir / "downloads" / "telegram" / str(message.chat.id)
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{source.message_id}_{name}"
-        try:
-            file = await doc.get_file()
-            await file.download_to_drive(path)
-        except TelegramError as err:
-            await reply.error(f"could not download {name}: {err.message}")
-            return None
-        return [Attachment(name, path, path.stat().st_size)]
+
+        async def fetch(reply: Reply) -> Path | None:
+            if doc.file_size and doc.file_size > self.max_download:
+                await reply.error(f"{name} is {human_size(doc.file_size)}; Telegram lets bots download files up "
+                                  f"to {human_size(self.max_download)}. Send a smaller file (or split it, or "
+                                  "compress it).")
+                return None
+            folder = self.app.config.data_dir / "downloads" / "telegram" / str(message.chat.id)
+            folder.mkdir(parents=True, exist_ok=True)
+            path = folder / f"{source.message_id}_{name}"
+            try:
+                file = await doc.get_file()
+                await file.download_to_drive(path)
+            except TelegramError as err:
+                await reply.error(f"could not download {name}: {err.message}")
+                return None
+            return path
+
+        return Attachment(name, size=doc.file_size, fetch=fetch)
 
     async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         message = update.effective_message
@@ -198,25 +218,10 @@ class TelegramAdapter:
         incoming = Incoming(
             platform="telegram", scope=f"telegram:{message.chat.id}", channel=_channel(message.chat.id, thread),
             author_id=str(user.id) if user else "", author_name=user.full_name if user else "",
-            text=text, message_id=str(message.message_id), ts=message.date)
-        command = self.app.commands.get(parsed[0]) if parsed else None
-        if command is not None:
-            # every command learns it: some check it for one action only (/forget all)
+            text=text, message_id=str(message.message_id), ts=message.date, conventions=self.conventions)
+        if parsed is not None and self.app.commands.get(parsed[0]) is not None:
             incoming.is_admin = await self._is_admin(message)
-            allowed = command.permission != "admin" or incoming.is_admin
-            if allowed and any(a.type == "attachment" for a in command.args):
-                source = message if message.document else message.reply_to_message
-                found = await self._download(message, source, reply) if source else []
-                if found is None:
-                    return
-                needed = [a for a in command.args if a.type == "attachment" and a.required]
-                if needed and not found:
-                    await reply.error(f"/{command.name} needs a document: send the file with `/{command.name} …` "
-                                      "as its caption, or reply to the file with the command.")
-                    return
-                incoming.attachments = found
-        await self.app.handle(incoming, reply)
-
-
-async def serve(app: App, stop: asyncio.Event) -> None:
-    await TelegramAdapter(app, secret(app.config.telegram.token_env)).run(stop)
+            source = message if message.document else message.reply_to_message
+            found = self._attachment(message, source) if source is not None else None
+            incoming.attachments = [found] if found is not None else []
+        await self.app.dispatch(incoming, reply)

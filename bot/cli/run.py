@@ -1,4 +1,9 @@
-"""`run`: start every configured adapter in one process; the console when no chat token is set."""
+"""`run`: start every configured adapter in one process; the console when no chat token is set.
+
+Every adapter is started the same way, through the ``Adapter`` interface (bot.adapters.base):
+registered in the app, connected, run until the bot stops, then stopped. One chat adapter
+failing (a bad token, the network) leaves the others running.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -6,15 +11,15 @@ import importlib
 import logging
 import signal
 
+from bot.adapters.base import Adapter, serve
 from bot.app import App
 
 log = logging.getLogger(__name__)
 
-# Chat adapters besides the console: modules with configured(config) -> bool and
-# async serve(app, stop: asyncio.Event). Each starts only when configured.
+# Chat adapters besides the console, as 'module:Class'. Each starts only when configured.
 ADAPTERS: list[str] = [
-    "bot.adapters.discord_adapter",
-    "bot.adapters.telegram_adapter",
+    "bot.adapters.discord_adapter:DiscordAdapter",
+    "bot.adapters.telegram_adapter:TelegramAdapter",
 ]
 
 
@@ -26,14 +31,18 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-async def _serve_adapter(name: str, module, app: App, stop: asyncio.Event) -> None:
+def adapter_class(path: str) -> type[Adapter]:
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+async def _serve_chat(adapter: Adapter, stop: asyncio.Event) -> None:
     try:
-        await module.serve(app, stop)
+        await serve(adapter, stop)
     except asyncio.CancelledError:
         raise
     except Exception as err:  # one adapter failing (bad token, network) leaves the others running
-        label = name.rsplit(".", 1)[-1].removesuffix("_adapter")
-        log.error("%s adapter stopped: %s: %s", label, type(err).__name__, err)
+        log.error("%s adapter stopped: %s: %s", adapter.platform, type(err).__name__, err)
 
 
 async def run(args, config) -> int:
@@ -49,40 +58,33 @@ async def run(args, config) -> int:
         except (NotImplementedError, RuntimeError):
             pass
     try:
-        chat = [(name, importlib.import_module(name)) for name in ADAPTERS]
-        chat = [(name, mod) for name, mod in chat if mod.configured(config)]
+        classes = [cls for cls in map(adapter_class, ADAPTERS) if cls.configured(config)]
         mode = config.console.enabled
-        use_console = not args.no_console and (mode == "on" or (mode == "auto" and not chat))
-        console = Console(app) if use_console else None
-        await app.start()
-        if console:
-            await app.platform_ready("console")
-        adapters_stop = asyncio.Event()
-        tasks = [asyncio.create_task(_serve_adapter(n, m, app, adapters_stop), name=n) for n, m in chat]
-        if console:
-            console_task = asyncio.create_task(console.run(wait=args.wait))
-            stopper = asyncio.create_task(stop.wait())
-            await asyncio.wait([console_task, stopper], return_when=asyncio.FIRST_COMPLETED)
-            if console_task.done():
-                console_task.result()
-                if not chat:
-                    stop.set()
-            else:
-                console_task.cancel()
-            stopper.cancel()
-        if not tasks and not console:
+        use_console = not args.no_console and (mode == "on" or (mode == "auto" and not classes))
+        if not classes and not use_console:
             log.error("nothing to run: no chat adapter is configured and the console is off")
             return 1
+        chat = [app.adapters.add(cls(app)) for cls in classes]
+        console = app.adapters.add(Console(app, wait=args.wait)) if use_console else None
+        await app.start()
+        adapters_stop = asyncio.Event()
+        tasks = [asyncio.create_task(_serve_chat(a, adapters_stop), name=a.platform) for a in chat]
+        if console:
+            console_task = asyncio.create_task(serve(console, stop))
+            stopper = asyncio.create_task(stop.wait())
+            await asyncio.wait([console_task, stopper], return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            await console_task  # the input ended (or the bot is stopping)
+            if not chat:
+                stop.set()
         if tasks:
             stopper = asyncio.create_task(stop.wait())
-            adapters = asyncio.gather(*tasks)  # _serve_adapter never raises: this ends when all stopped
+            adapters = asyncio.gather(*tasks)  # _serve_chat never raises: this ends when all stopped
             await asyncio.wait([stopper, adapters], return_when=asyncio.FIRST_COMPLETED)
             stopper.cancel()
             if not stop.is_set():
                 log.error("every chat adapter stopped; shutting down")
                 status = 1
-        else:
-            await stop.wait()
         # Jobs first, while the adapters can still post their "interrupted" notes; then adapters.
         await app.jobs.shutdown()
         if app.background:

@@ -3,6 +3,7 @@ simulation pipeline from the terminal, one progress bar per step. `--resume SIM_
 a simulation at its first unfinished step. It is the same job that chat /simulate starts."""
 from __future__ import annotations
 
+import getpass
 import sys
 from pathlib import Path
 
@@ -86,7 +87,8 @@ async def simulate(args, config) -> int:
                 print(f"error: {err}", file=sys.stderr)
                 return 2
         app.jobs.subscribe(bars)
-        job = await app.jobs.submit("simulation", {"sim_id": sim_id}, SCOPE, title=f"simulation {sim_id}")
+        job = await app.jobs.submit("simulation", {"sim_id": sim_id}, SCOPE, title=f"simulation {sim_id}",
+                                    started_by=getpass.getuser())
         job = await app.jobs.wait(job.id)
         bars.close()
         if job.state != "done":

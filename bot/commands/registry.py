@@ -1,7 +1,7 @@
 """Command definitions and the text parser shared by the console and Telegram.
 
-A command is defined once with its arguments and required permission; Discord renders the
-same definition as an app command with typed options.
+A command is defined once with its arguments and who may use it (a rule from bot.permissions);
+Discord renders the same definition as an app command with typed options.
 """
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal
 
 from bot.neutral import Attachment, Incoming, Reply
+from bot.permissions import EVERYONE, Permission
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -50,7 +51,7 @@ class Command:
     description: str
     handler: Handler
     args: list[Arg] = field(default_factory=list)
-    permission: Literal["everyone", "admin"] = "everyone"
+    permission: Permission = EVERYONE
     group: str = "general"
 
     def usage(self) -> str:
@@ -86,7 +87,7 @@ class Registry:
         return command
 
     def command(self, name: str, description: str, args: list[Arg] | None = None,
-                permission: str = "everyone", group: str = "general"):
+                permission: Permission = EVERYONE, group: str = "general"):
         def deco(fn: Handler) -> Handler:
             self.add(Command(name, description, fn, args or [], permission, group))
             return fn
@@ -113,9 +114,9 @@ def _convert(arg: Arg, value: str) -> Any:
 
 
 def parse_text_args(command: Command, text: str, attachments: list[Attachment],
-                    files_from_text: bool = False) -> dict[str, Any]:
+                    files_from_text: bool = False, attach_hint: str = "") -> dict[str, Any]:
     """Parse '/name args…' text. ``files_from_text``: leading tokens naming files are attachments
-    (the console's way of attaching)."""
+    (the console's way of attaching); ``attach_hint`` says how to attach one when it is missing."""
     try:
         tokens = shlex.split(text)
     except ValueError:
@@ -156,9 +157,10 @@ def parse_text_args(command: Command, text: str, attachments: list[Attachment],
             values[arg.name] = _convert(arg, rest.pop(0))
     missing = [a.name for a in command.args if a.required and a.name not in values]
     if missing:
-        hint = " (give the file's path)" if files_from_text and any(
-            a.type == "attachment" and a.name in missing for a in command.args) else ""
-        raise UsageError(f"missing {', '.join(missing)}{hint}. Usage: {command.usage()}")
+        files = any(a.type == "attachment" and a.name in missing for a in command.args)
+        if files and attach_hint:
+            raise UsageError(f"/{command.name} needs a document: {attach_hint}. Usage: {command.usage()}")
+        raise UsageError(f"missing {', '.join(missing)}. Usage: {command.usage()}")
     if rest:
         raise UsageError(f"unexpected {' '.join(rest)!r}. Usage: {command.usage()}")
     return values

@@ -1,8 +1,12 @@
-"""/help, /jobs, /job, /cancel: the commands every other feature leans on."""
+"""/help, /jobs, /cancel, /resume, /confirm: the commands every other feature leans on.
+
+Stopping, resuming and confirming belong to the person who started the job (or asked for
+the action) and to administrators (bot.permissions)."""
 from __future__ import annotations
 
 from bot.commands.registry import Arg, CommandContext
 from bot.confirm import Confirmations
+from bot.permissions import StarterOrAdmin, job_starter_or_admin
 from engine.jobs import Job
 
 
@@ -31,8 +35,8 @@ def setup(app) -> None:
                 return
             lines = [cmd.usage(), cmd.description]
             lines += [f"  {a.name}: {a.description}" for a in cmd.args]
-            if cmd.permission == "admin":
-                lines.append("  (administrators only)")
+            if who := cmd.permission.describe():
+                lines.append(f"  (who may use it: {who})")
             await ctx.reply.send("\n".join(lines))
             return
         groups: dict[str, list[str]] = {}
@@ -47,7 +51,8 @@ def setup(app) -> None:
         found = await ctx.app.jobs.list(scope=ctx.scope, limit=15)
         await ctx.reply.send("\n".join(map(describe_job, found)) if found else "No jobs yet.")
 
-    @reg.command("cancel", "Cancel a running job", [Arg("job", "job id")], group="jobs")
+    @reg.command("cancel", "Cancel a running job", [Arg("job", "job id")],
+                 permission=job_starter_or_admin("stop it"), group="jobs")
     async def cancel(ctx: CommandContext) -> None:
         job = await ctx.app.jobs.get(ctx.args["job"])
         if job is None or job.scope != ctx.scope:
@@ -58,7 +63,7 @@ def setup(app) -> None:
             await ctx.reply.send(f"Cancelled job {job.id}.")
 
     @reg.command("resume", "Resume an interrupted or failed job from its last checkpoint",
-                 [Arg("job", "job id")], group="jobs")
+                 [Arg("job", "job id")], permission=job_starter_or_admin("resume it"), group="jobs")
     async def resume(ctx: CommandContext) -> None:
         job = await ctx.app.jobs.get(ctx.args["job"])
         if job is None or job.scope != ctx.scope:
@@ -67,12 +72,16 @@ def setup(app) -> None:
         await ctx.app.jobs.resume(job.id)
         await ctx.reply.send(f"Resuming {job.title} (`{job.id}`).")
 
+    async def asked_by(ctx: CommandContext) -> str | None:
+        return confirmations.author_of(ctx.scope, ctx.args["code"].strip())
+
     @reg.command("confirm", "Go ahead with an action that asked for confirmation", [
-        Arg("code", "the code the bot gave")], group="jobs")
+        Arg("code", "the code the bot gave")], group="jobs",
+        permission=StarterOrAdmin(asked_by, who="the person who asked for it", verb="confirm it"))
     async def confirm(ctx: CommandContext) -> None:
-        action = confirmations.take(ctx.scope, ctx.message.author_id, ctx.args["code"].strip())
+        action = confirmations.take(ctx.scope, ctx.args["code"].strip())
         if action is None:
-            await ctx.reply.error(f"nothing waits for code {ctx.args['code']} from you here (codes expire "
+            await ctx.reply.error(f"nothing waits for code {ctx.args['code']} here (codes expire "
                                   f"after {confirmations.ttl_s / 60:.0f} minutes).")
             return
         await action()

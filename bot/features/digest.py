@@ -1,7 +1,9 @@
 """/digest and /settings, and the scheduler that posts digests and merges worlds daily."""
 from __future__ import annotations
 
+from bot.app import MEMORY_SETTING
 from bot.commands.registry import Arg, CommandContext, UsageError
+from bot.permissions import ADMIN, ByAction
 from bot.scheduler import Scheduler
 
 SETTINGS = {
@@ -37,7 +39,7 @@ def setup(app) -> None:
             required=False),
         Arg("time", "HH:MM for on (default from config)", required=False),
         Arg("timezone", "IANA time zone for on, e.g. Europe/Berlin", required=False),
-    ], group="digest")
+    ], permission=ByAction("action", {"on": ADMIN, "off": ADMIN}), group="digest")
     async def digest(ctx: CommandContext) -> None:
         action = ctx.args.get("action") or "status"
         scope, channel = ctx.scope, ctx.message.channel
@@ -61,7 +63,7 @@ def setup(app) -> None:
     @reg.command("settings", "Show or change this chat's settings (memory, digest time, time zone)", [
         Arg("key", "memory, digest_time or timezone", type="choice", choices=tuple(SETTINGS), required=False),
         Arg("value", "the new value", required=False),
-    ], permission="admin", group="digest")
+    ], permission=ADMIN, group="digest")
     async def settings(ctx: CommandContext) -> None:
         key, value = ctx.args.get("key"), (ctx.args.get("value") or "").strip()
         scope, channel = ctx.scope, ctx.message.channel
@@ -69,7 +71,7 @@ def setup(app) -> None:
             if key == "memory":
                 if value.lower() not in ("on", "off"):
                     raise UsageError("memory is on or off")
-                await ctx.app.set_setting(scope, channel, "memory", value.lower())
+                await ctx.app.set_setting(scope, channel, MEMORY_SETTING, value.lower())
             else:
                 try:
                     sub = await scheduler.subscribe(
@@ -81,7 +83,7 @@ def setup(app) -> None:
             return
         if key:
             raise UsageError(f"give a value: /settings {key} <{SETTINGS[key].split(' — ')[0]}>")
-        memory = await ctx.app.get_setting(scope, channel, "memory", "on")
+        memory = await ctx.app.get_setting(scope, channel, MEMORY_SETTING, "on")
         sub = await scheduler.subscription(scope, channel)
         lines = [f"memory: {memory}", f"digest: {_when(sub, scheduler) if sub else 'off'}",
                  "Change one with /settings <key> <value>:"]

@@ -1,19 +1,24 @@
 """Memory commands (/worlds, /world, /recall, /ask, /forget, /memory) and the listener that
-remembers every plain message of channels that have not opted out."""
+remembers every plain message the app hands it (the app skips channels that opted out).
+
+Administrators decide what a channel remembers (/memory, /forget, /forget all); any member
+may make the bot forget their own messages in this server or chat (/forget me)."""
 from __future__ import annotations
 
 import time
 from datetime import datetime, timezone
 
+from bot.app import MEMORY_SETTING
 from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.neutral import Incoming
+from bot.permissions import ADMIN, EVERYONE, ByAction
 from engine.embedder import Embedder
 from engine.llm.errors import LLMError
 from engine.memory import MemoryEngine, MemoryMessage, RecallResult, WorldInfo
 from engine.memory.models import Belief, Evidence
 
 CONFIRM_WINDOW_S = 60.0
-OPT_OUT_KEY = "memory"
+ME, EVERYWHERE = "me", None  # what a pending /forget deletes besides one channel
 
 
 def ago(ts: datetime) -> str:
@@ -60,6 +65,7 @@ def setup(app) -> None:
     engine = MemoryEngine(app.db, embedder, cfg.memory)
     app.services["memory"] = engine
     reg = app.commands
+    # (scope, channel, author) -> (this channel's id, ME or EVERYWHERE; when asked)
     pending_forget: dict[tuple[str, str, str], tuple[str | None, float]] = {}
 
     async def start() -> None:
@@ -77,10 +83,8 @@ def setup(app) -> None:
     async def remember(msg: Incoming) -> None:
         if not cfg.memory.enabled or not msg.text.strip():
             return
-        if await app.get_setting(msg.scope, msg.channel, OPT_OUT_KEY) == "off":
-            return
         await engine.ingest(MemoryMessage(msg.scope, msg.channel, msg.message_id, msg.author_name,
-                                          msg.text, msg.ts))
+                                          msg.text, msg.ts, msg.author_id))
 
     app.listeners.append(remember)
 
@@ -132,9 +136,11 @@ def setup(app) -> None:
             return
         await ctx.reply.send(f"{result.answer}\n\nSources:\n{recall_text(result.recall)}")
 
-    @reg.command("forget", "Forget this channel's memory (all: the whole server or chat, admins); "
-                 "then /forget confirm", [Arg("what", "all or confirm", type="choice",
-                                              choices=("all", "confirm"), required=False)], group="memory")
+    @reg.command("forget", "Forget this channel's memory (admins), everything here (all, admins) or "
+                 "your own messages (me); then /forget confirm", [
+                     Arg("what", "all, me or confirm", type="choice", choices=("all", "me", "confirm"),
+                         required=False)], group="memory",
+                 permission=ByAction("what", {"me": EVERYONE, "confirm": EVERYONE}, default=ADMIN))
     async def forget(ctx: CommandContext) -> None:
         msg = ctx.message
         key = (ctx.scope, msg.channel, msg.author_id)
@@ -142,28 +148,34 @@ def setup(app) -> None:
         if what == "confirm":
             request = pending_forget.pop(key, None)
             if request is None or time.monotonic() - request[1] > CONFIRM_WINDOW_S:
-                raise UsageError("nothing to confirm: type /forget (or /forget all) first, then /forget confirm "
-                                 f"within {CONFIRM_WINDOW_S:.0f} s.")
-            channel = request[0]
-            if channel is None and not msg.is_admin:
-                raise UsageError("/forget all needs an administrator of this server or chat.")
-            counts = await engine.forget(ctx.scope, channel)
-            where = "this channel" if channel else "this server or chat"
+                raise UsageError("nothing to confirm: type /forget (or /forget all, /forget me) first, then "
+                                 f"/forget confirm within {CONFIRM_WINDOW_S:.0f} s.")
+            target = request[0]
+            if target == ME:
+                counts = await engine.forget_author(ctx.scope, msg.author_id)
+                where = "your messages here"
+            else:
+                counts = await engine.forget(ctx.scope, target)
+                where = "this channel" if target else "this server or chat"
             await ctx.reply.send(f"Forgot {where}: {counts['messages']} messages, {counts['beliefs']} beliefs, "
                                  f"{counts['worlds']} worlds removed.")
             return
-        if what == "all" and not msg.is_admin:
-            raise UsageError("/forget all needs an administrator of this server or chat.")
-        pending_forget[key] = (None if what == "all" else msg.channel, time.monotonic())
-        where = "everything remembered in this server or chat" if what == "all" else "this channel's memory"
+        if what == "me" and not msg.author_id:
+            raise UsageError("this message has no author the bot can tell apart: nothing of yours to forget.")
+        target = {"all": EVERYWHERE, "me": ME}.get(what, msg.channel)
+        pending_forget[key] = (target, time.monotonic())
+        where = {"all": "everything remembered in this server or chat",
+                 "me": "every message of yours remembered in this server or chat (and the beliefs resting "
+                       "only on them)"}.get(what, "this channel's memory")
         await ctx.reply.send(f"This deletes {where} for good. Type /forget confirm within "
                              f"{CONFIRM_WINDOW_S:.0f} s to go ahead.")
 
     @reg.command("memory", "Turn remembering this channel's messages on or off",
-                 [Arg("state", "on or off", type="choice", choices=("on", "off"))], group="memory")
+                 [Arg("state", "on or off", type="choice", choices=("on", "off"))], permission=ADMIN,
+                 group="memory")
     async def memory(ctx: CommandContext) -> None:
         state = ctx.args["state"]
-        await app.set_setting(ctx.scope, ctx.message.channel, OPT_OUT_KEY, state)
+        await app.set_setting(ctx.scope, ctx.message.channel, MEMORY_SETTING, state)
         await ctx.reply.send("I remember this channel's messages again." if state == "on" else
                              "I no longer remember this channel's messages (what I already hold stays; "
                              "/forget clears it).")

@@ -87,6 +87,6 @@ def setup(app) -> None:
                                  "it will be posted here.")
             return
         job = await app.jobs.submit("report", {"sim_id": sim_id}, ctx.scope, channel=ctx.message.channel,
-                                    title=f"report {sim_id}")
+                                    title=f"report {sim_id}", started_by=ctx.message.author_id)
         await ctx.reply.send(f"Writing the report of simulation `{sim_id}` (job `{job.id}`); "
                              "it will be posted here when done.")

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 from bot.commands.registry import Arg, CommandContext, UsageError
+from bot.features.simulation import sim_starter_or_admin
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.run import step
 from engine.sim.run.service import Answer, SimRuns
@@ -52,8 +53,6 @@ def format_answers(sim_id: str, question: str, answers: list[Answer]) -> str:
 
 
 async def sim_stop(app, ctx: CommandContext, row) -> None:
-    if not ctx.message.is_admin:
-        raise UsageError("/sim stop needs an administrator of this server or chat.")
     service = runs(app)
     if await service.executor.attach(row["id"]) is None:
         raise UsageError(f"simulation {row['id']} is not running.")
@@ -65,8 +64,6 @@ async def sim_stop(app, ctx: CommandContext, row) -> None:
 
 
 async def sim_resume(app, ctx: CommandContext, row) -> None:
-    if not ctx.message.is_admin:
-        raise UsageError("/sim resume needs an administrator of this server or chat.")
     if not row["job_id"]:
         raise UsageError(f"simulation {row['id']} has no job to resume.")
     job = await app.jobs.get(row["job_id"])
@@ -113,7 +110,7 @@ def setup(app) -> None:
         Arg("question", "the question", type="text"),
         Arg("platform", "twitter, reddit or both (default both)", type="choice",
             choices=("twitter", "reddit", "both"), required=False, option=True),
-    ], group="simulation")
+    ], group="simulation", permission=sim_starter_or_admin("sim", "interview its agents"))
     async def interview(ctx: CommandContext) -> None:
         row = await find_sim(app, ctx, ctx.args["sim"])
         state = await service.get(row["id"])

@@ -2,13 +2,16 @@
 
 ``/simulate`` checks the attached documents, registers the simulation and starts a job of
 kind "simulation" (engine.sim.pipeline); the job's progress message follows in the channel.
-A restart interrupts the job; /resume continues at the first unfinished step.
+A restart interrupts the job; /resume continues at the first unfinished step. Administrators
+start simulations; stopping, resuming and interviewing one belong to the person who started
+it and to administrators.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from bot.commands.registry import Arg, CommandContext, UsageError
+from bot.permissions import ADMIN, ByAction, Permission, StarterOrAdmin
 from engine.documents import read_documents
 from engine.jobs import JobError
 from engine.sim import pipeline
@@ -23,6 +26,19 @@ def _embedder(app) -> Embedder:
         cfg = app.config.embedder
         app.services["embedder"] = Embedder(cfg.model, cfg.batch_size, cfg.device)
     return app.services["embedder"]
+
+
+async def starter_of_sim(ctx: CommandContext, arg: str) -> str | None:
+    """Who started the job of the simulation named by argument ``arg`` in this scope."""
+    return await ctx.app.db.fetchval(
+        "SELECT coalesce(j.started_by, '') FROM simulations s LEFT JOIN jobs j ON j.id = s.job_id"
+        " WHERE s.id=? AND s.scope=?", (str(ctx.args.get(arg, "")), ctx.scope))
+
+
+def sim_starter_or_admin(arg: str, verb: str) -> Permission:
+    async def find(ctx: CommandContext) -> str | None:
+        return await starter_of_sim(ctx, arg)
+    return StarterOrAdmin(find, who="the person who started this simulation", verb=verb)
 
 
 def setup(app) -> None:
@@ -48,7 +64,7 @@ def setup(app) -> None:
         Arg("requirement", "what the simulation should predict", type="text"),
         Arg("agents", "number of agents", type="int", required=False, option=True),
         Arg("rounds", "number of rounds (simulated hours by default)", type="int", required=False, option=True),
-    ], permission="admin", group="simulation")
+    ], permission=ADMIN, group="simulation")
     async def simulate(ctx: CommandContext) -> None:
         if "llm" not in app.services:
             raise UsageError("simulations need an LLM: set [llm] base_url in config.toml")
@@ -71,7 +87,8 @@ def setup(app) -> None:
                 app.db, app.config, paths, ctx.args["requirement"], ctx.scope, ctx.message.channel,
                 agents=ctx.args.get("agents"), rounds=ctx.args.get("rounds"))
             job = await app.jobs.submit("simulation", {"sim_id": sim_id}, ctx.scope,
-                                        channel=ctx.message.channel, title=f"simulation {sim_id}")
+                                        channel=ctx.message.channel, title=f"simulation {sim_id}",
+                                        started_by=ctx.message.author_id)
             await app.db.execute("UPDATE simulations SET job_id=? WHERE id=?", (job.id, sim_id))
             await ctx.reply.send(f"Simulation `{sim_id}` started (job `{job.id}`) with {len(spec.documents)} "
                                  f"document(s), {agents} agents at most, {rounds} rounds; estimated "
@@ -102,7 +119,8 @@ def setup(app) -> None:
     @reg.command("sim", "One simulation: its status, or stop or resume its run", [
         Arg("action", "status, stop (at the end of the round) or resume", type="choice",
             choices=("status", "stop", "resume")),
-        Arg("id", "simulation id")], group="simulation")
+        Arg("id", "simulation id")], group="simulation", permission=ByAction("action", {
+            "stop": sim_starter_or_admin("id", "stop it"), "resume": sim_starter_or_admin("id", "resume it")}))
     async def sim(ctx: CommandContext) -> None:
         sim_id = ctx.args["id"]
         row = await app.db.fetchone("SELECT * FROM simulations WHERE id=? AND scope=?", (sim_id, ctx.scope))

@@ -312,9 +312,10 @@ class MemoryEngine:
                     "UPDATE worlds SET centroid=?, access_count=?, last_active=max(last_active, ?) WHERE id=?",
                     (to_blob(state.index.vector(wid)), state.worlds[wid].access_count, iso(last_ts[wid]), wid))
             await conn.executemany(
-                "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, text, ts, embedding)"
-                " VALUES (?,?,?,?,?,?,?,?)",
-                [(scope, r.world_id, m.channel, m.message_id, m.author, m.text.strip(), iso(_aware(m.ts)), to_blob(v))
+                "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, author_id, text, ts,"
+                " embedding) VALUES (?,?,?,?,?,?,?,?,?)",
+                [(scope, r.world_id, m.channel, m.message_id, m.author, m.author_id, m.text.strip(),
+                  iso(_aware(m.ts)), to_blob(v))
                  for (m, v), r in zip(items, results)])
 
     def _after_ingest(self, scope: str, state: ScopeState, items, results: list[RouteResult]) -> None:
@@ -488,18 +489,33 @@ class MemoryEngine:
                 self._forget_state(scope)
                 return {"messages": counts["memory_messages"], "beliefs": counts["beliefs"],
                         "worlds": counts["worlds"]}
-            state = await self._scope(scope, locked=True)
-            async with self.db.transaction() as conn:
-                messages, beliefs, touched = await lifecycle.forget_channel(conn, scope, channel)
-                recentred = {wid: await lifecycle.recentre(conn, wid) for wid in touched}
-            for wid, found in recentred.items():
-                if found is not None and wid in state.worlds:
-                    state.index.upsert(wid, found[0])
-                    state.worlds[wid].access_count = state.worlds[wid].evidence = found[1]
-            removed = await self._remove_dead(scope)
+            counts = await self._forget_where(scope, "channel=?", (channel,))
             self._channels.pop((scope, channel), None)
-            await self._refresh_maturity(scope, [w for w in touched if w in state.worlds])
-            return {"messages": messages, "beliefs": beliefs, "worlds": removed}
+            return counts
+
+    async def forget_author(self, scope: str, author_id: str) -> dict[str, int]:
+        """Forget one person's messages in a scope, the beliefs resting only on them and the
+        worlds left empty; other people's messages stay."""
+        if not author_id:
+            raise ValueError("forget_author needs an author id")
+        async with self._lock(scope):
+            counts = await self._forget_where(scope, "author_id=?", (author_id,))
+            for key in [k for k in self._channels if k[0] == scope]:
+                del self._channels[key]  # their recent messages may be in any channel's context
+            return counts
+
+    async def _forget_where(self, scope: str, where: str, args: tuple) -> dict[str, int]:
+        state = await self._scope(scope, locked=True)
+        async with self.db.transaction() as conn:
+            messages, beliefs, touched = await lifecycle.forget_messages(conn, scope, where, args)
+            recentred = {wid: await lifecycle.recentre(conn, wid) for wid in touched}
+        for wid, found in recentred.items():
+            if found is not None and wid in state.worlds:
+                state.index.upsert(wid, found[0])
+                state.worlds[wid].access_count = state.worlds[wid].evidence = found[1]
+        removed = await self._remove_dead(scope)
+        await self._refresh_maturity(scope, [w for w in touched if w in state.worlds])
+        return {"messages": messages, "beliefs": beliefs, "worlds": removed}
 
     async def _remove_dead(self, scope: str | None) -> int:
         dead = await lifecycle.remove_dead(self.db, scope)

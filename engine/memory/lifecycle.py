@@ -68,14 +68,16 @@ async def remove_dead(db: Database, scope: str | None = None) -> list[tuple[str,
             return [(r["scope"], r["id"]) for r in await cur.fetchall()]
 
 
-async def forget_channel(conn: aiosqlite.Connection, scope: str, channel: str) -> tuple[int, int, set[str]]:
-    """Delete a channel's messages and the beliefs resting only on them.
+async def forget_messages(conn: aiosqlite.Connection, scope: str, where: str,
+                          args: tuple) -> tuple[int, int, set[str]]:
+    """Delete the scope's messages matching ``where`` (one channel's, one author's) and the
+    beliefs resting only on them.
 
     Returns (messages removed, beliefs removed, worlds touched). Beliefs that also rest on
-    other channels' messages stay, without the forgotten sources.
+    other messages stay, without the forgotten sources.
     """
-    async with conn.execute("SELECT id, world_id FROM memory_messages WHERE scope=? AND channel=?",
-                            (scope, channel)) as cur:
+    async with conn.execute(f"SELECT id, world_id FROM memory_messages WHERE scope=? AND {where}",
+                            (scope, *args)) as cur:
         rows = await cur.fetchall()
     gone = {r["id"] for r in rows}
     touched = {r["world_id"] for r in rows}
@@ -95,7 +97,7 @@ async def forget_channel(conn: aiosqlite.Connection, scope: str, channel: str) -
                 await conn.execute("UPDATE beliefs SET superseded_by=NULL WHERE superseded_by=?", (b["id"],))
                 await conn.execute("DELETE FROM beliefs WHERE id=?", (b["id"],))
                 removed_beliefs += 1
-        await conn.execute("DELETE FROM memory_messages WHERE scope=? AND channel=?", (scope, channel))
+        await conn.execute(f"DELETE FROM memory_messages WHERE scope=? AND {where}", (scope, *args))
     return len(gone), removed_beliefs, touched
 
 

@@ -52,6 +52,7 @@ class MemoryMessage:
     author: str
     text: str
     ts: datetime = field(default_factory=utcnow)
+    author_id: str = ""  # the platform's id of the author ('' for imported history)
 
 
 @dataclass
