@@ -52,6 +52,7 @@ class MemoryMessage:
     author: str
     text: str
     ts: datetime = field(default_factory=utcnow)
+    audience: str | None = None   # who can read its channel ('' everyone); None: as recorded for the channel
 
 
 @dataclass
@@ -63,6 +64,7 @@ class WorldState:
     evidence: int = 0             # messages it holds
     topic_size: int = 0           # evidence count when its topic was last named
     maturity: float = 0.0
+    audience: str = ""            # who may see it ('' every member of the scope)
 
 
 @dataclass
@@ -109,6 +111,7 @@ class WorldInfo:
     evidence: int
     created_at: datetime
     last_active: datetime
+    audience: str = ""
 
 
 @dataclass
