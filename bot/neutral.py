@@ -31,6 +31,8 @@ class Incoming:
     ts: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     attachments: list[Attachment] = field(default_factory=list)
     is_admin: bool = False    # owner / Manage Server / chat admin / configured role
+    audience: str = ""        # who can read the channel: '' every member of the scope, else a key of its
+                              # restricted audience (engine.memory.audience); memory answers respect it
 
 
 def human_size(size: int) -> str:

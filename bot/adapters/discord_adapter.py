@@ -6,7 +6,9 @@ and answered with follow-ups; refusals and errors are ephemeral. Job progress go
 ``app.outlets['discord']``: a normal channel message edited at a throttled rate, because
 interaction tokens die after 15 minutes. Commands reach Discord only when synced on demand
 (``python -m bot discord sync`` or the owner's ``!sync`` message), never on every start.
-discord.py handles Discord's rate-limit buckets itself.
+discord.py handles Discord's rate-limit buckets itself. Every message and command carries its
+channel's audience (bot/adapters/discord_audience.py), and the audiences of a server's channels
+are reported again when the bot connects and whenever channels, roles or overwrites change.
 """
 from __future__ import annotations
 
@@ -25,10 +27,12 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from discord.utils import MISSING
 
+from bot.adapters.discord_audience import audience_of, guild_audiences
 from bot.app import App
 from bot.commands.registry import Command
 from bot.neutral import Attachment, Incoming, Reply, Sent, human_size
 from engine.config import Config, DiscordSection, secret
+from engine.memory.audience import PUBLIC
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +199,9 @@ class DiscordAdapter:
             self.tree.add_command(build_app_command(command, self.invoke))
         self.client.event(self.on_ready)
         self.client.event(self.on_message)
+        for event in (self.on_guild_join, self.on_guild_available, self.on_guild_channel_update,
+                      self.on_guild_role_create, self.on_guild_role_update, self.on_guild_role_delete):
+            self.client.event(event)
         self._announced = False
 
     def outgoing_dir(self) -> Path:
@@ -226,9 +233,34 @@ class DiscordAdapter:
     async def on_ready(self) -> None:
         self.app.outlets["discord"] = lambda scope, channel: ChannelReply(self, int(channel))
         log.info("discord: connected as %s to %d servers", self.client.user, len(self.client.guilds))
+        for guild in self.client.guilds:  # permissions may have changed while the bot was away
+            await self.report_audiences(guild)
         if not self._announced:
             self._announced = True
             await self.app.platform_ready("discord")
+
+    # -- who can read which channel ---------------------------------------------------------
+
+    async def report_audiences(self, guild: discord.Guild) -> None:
+        await self.app.audiences_seen(self.scope_of(guild.id, 0), guild_audiences(guild))
+
+    async def on_guild_join(self, guild: discord.Guild) -> None:
+        await self.report_audiences(guild)
+
+    async def on_guild_available(self, guild: discord.Guild) -> None:
+        await self.report_audiences(guild)
+
+    async def on_guild_channel_update(self, before: discord.abc.GuildChannel, after: discord.abc.GuildChannel) -> None:
+        await self.report_audiences(after.guild)  # a category's change reaches its channels and threads
+
+    async def on_guild_role_create(self, role: discord.Role) -> None:
+        await self.report_audiences(role.guild)
+
+    async def on_guild_role_update(self, before: discord.Role, after: discord.Role) -> None:
+        await self.report_audiences(after.guild)
+
+    async def on_guild_role_delete(self, role: discord.Role) -> None:
+        await self.report_audiences(role.guild)
 
     async def on_message(self, message: discord.Message) -> None:
         if message.author.bot or message.webhook_id is not None:
@@ -251,7 +283,8 @@ class DiscordAdapter:
         await self.app.ingest(Incoming(
             platform="discord", scope=self.scope_of(guild_id, message.author.id), channel=str(message.channel.id),
             author_id=str(message.author.id), author_name=message.author.display_name, text=message.content,
-            message_id=str(message.id), ts=message.created_at))
+            message_id=str(message.id), ts=message.created_at,
+            audience=audience_of(message.channel) if message.guild else PUBLIC))
 
     async def is_owner(self, user: discord.abc.User) -> bool:
         if self.cfg.owner_ids:
@@ -304,9 +337,18 @@ class DiscordAdapter:
         msg = Incoming(platform="discord", scope=self.scope_of(interaction.guild_id, user.id),
                        channel=str(interaction.channel_id), author_id=str(user.id), author_name=user.display_name,
                        text=text, message_id=str(interaction.id), ts=interaction.created_at,
-                       attachments=attachments, is_admin=is_admin)
+                       attachments=attachments, is_admin=is_admin, audience=self.audience_here(interaction))
         await self.app.run_command(command, msg, args, reply)
         await reply.finish()
+
+    @staticmethod
+    def audience_here(interaction: discord.Interaction) -> str:
+        """The audience of the channel a command came from (a channel not known: its own id)."""
+        guild = interaction.guild
+        if guild is None:
+            return PUBLIC
+        channel = guild.get_channel_or_thread(interaction.channel_id) or interaction.channel
+        return audience_of(channel) if channel is not None else str(interaction.channel_id)
 
     async def download(self, item: discord.Attachment, interaction: discord.Interaction,
                        reply: Reply) -> Attachment | None:

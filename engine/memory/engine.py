@@ -387,10 +387,11 @@ class MemoryEngine:
             await self.refresh_topics(scope)
         return changed
 
-    async def viewer_of(self, scope: str, channel: str) -> Viewer:
-        """The viewer a post into ``channel`` speaks to, from the recorded map (unrecorded: public)."""
+    async def audience_of(self, scope: str, channel: str) -> str:
+        """Who can read ``channel``, as last recorded (a channel never recorded counts as public, so a
+        post there shows only what every member can read)."""
         known = await audience_store.recorded(self.db, scope, [channel])
-        return Viewer(scope, known.get(channel, PUBLIC))
+        return known.get(channel, PUBLIC)
 
     async def _settle_audiences(self, scope: str, state: ScopeState, items) -> tuple[dict[str, str], bool]:
         """channel -> the audience its messages are routed in, for the channels of ``items``: a
