@@ -17,6 +17,7 @@ import time
 import pytest
 
 from bot.adapters import discord_adapter
+from engine.memory import MemoryMessage
 from engine.memory.extraction import SYSTEM_PROMPT
 from tests.chat_helpers import make_app
 from tests.fakes.discord_server import APP_ID, CHANNEL, GUILD, STAFF_ROLE, FakeDiscord, private_to
@@ -80,13 +81,15 @@ async def fake():
     await server.stop()
 
 
-async def start_bot(tmp_path, monkeypatch, server, llm_server):
+async def start_bot(tmp_path, monkeypatch, server, llm_server, before_connect=None):
     monkeypatch.setenv("DISCORD_TEST_TOKEN", "fake-token")
     app = await make_app(tmp_path, discord={"token_env": "DISCORD_TEST_TOKEN", "api_base": server.api_base,
                                             "gateway_url": server.gateway_url, "message_content": True},
                          llm={"base_url": llm_server.base_url, "model": "fake-model", "max_retries": 0},
                          memory={"extract_every_n": 1000, "extract_every_s": 600})
     await app.start()
+    if before_connect is not None:
+        await before_connect(app)
     stop = asyncio.Event()
     task = asyncio.create_task(discord_adapter.serve(app, stop))
     await asyncio.wait_for(server.identified.wait(), 10)
@@ -243,5 +246,24 @@ async def test_a_channel_made_private_leaves_general_at_once_and_returns_when_op
                                             (fake.later,)))
         again = await command(fake, "recall", CHANNEL, query="biopsy results from the oncologist")
         assert "oncologist came back" in again
+    finally:
+        await stop_bot(app, stop, task)
+
+
+async def test_what_was_remembered_before_a_channel_became_private_moves_when_the_bot_connects(
+        tmp_path, monkeypatch, fake, llm_server):
+    async def remembered_while_public(app):  # e.g. by a version of the bot that knew no audiences
+        memory = app.services["memory"]
+        for n, text in enumerate(PRIVATE[:4]):
+            await memory.ingest(MemoryMessage(SCOPE, fake.private, f"old-{n}", "user6001", text))
+
+    app, stop, task = await start_bot(tmp_path, monkeypatch, fake, llm_server, remembered_while_public)
+    try:
+        await until(lambda: app.db.fetchval("SELECT count(*) FROM channel_audiences WHERE channel=? AND audience=?",
+                                            (fake.private, fake.private)))
+        worlds, messages = await private_traces(app, fake.private)
+        text = await command(fake, "recall", CHANNEL, query="biopsy results from the oncologist")
+        assert "Nothing remembered" in text and leaks(text, "biopsy results from the oncologist", worlds, messages) == []
+        assert "oncologist came back" in await command(fake, "recall", fake.private, query="biopsy oncologist")
     finally:
         await stop_bot(app, stop, task)
