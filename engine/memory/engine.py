@@ -413,10 +413,10 @@ class MemoryEngine:
         """Re-route a channel's stored messages, with their stored embeddings and in their order,
         among the worlds of ``audience``, and record the channel's new audience. The caller holds
         the scope's lock. True when messages moved."""
-        rows = [r for r in await self.db.fetchall(
-            "SELECT id, world_id, message_id, author, text, ts, embedding FROM memory_messages "
-            "WHERE scope=? AND channel=? ORDER BY id", (scope, channel))
-            if r["world_id"] not in state.worlds or state.worlds[r["world_id"]].audience != audience]
+        rows = await self.db.fetchall(
+            "SELECT m.id, m.world_id, m.message_id, m.author, m.text, m.ts, m.embedding FROM memory_messages m "
+            "JOIN worlds w ON w.id = m.world_id WHERE m.scope=? AND m.channel=? AND w.audience<>? ORDER BY m.id",
+            (scope, channel, audience))
         self._channels.pop((scope, channel), None)
         if not rows:
             async with self.db.transaction() as conn:
