@@ -44,6 +44,7 @@ INGEST_CHUNK = 256
 TOPIC_SAMPLE = 30          # newest messages per world that topic naming reads
 TOPIC_LLM_PER_PASS = 20    # LLM topic names per refresh pass; the rest keep keyword names
 TOPIC_CONTRAST = 300       # other worlds a keyword topic is contrasted with
+MOVE_SLICE = 16            # messages re-routed between yields to the event loop when a channel moves
 
 
 @dataclass
@@ -425,7 +426,11 @@ class MemoryEngine:
         fresh = ChannelState()
         items = [(MemoryMessage(scope, channel, r["message_id"], r["author"], r["text"], parse_ts(r["ts"]),
                                 audience), from_blob(r["embedding"])) for r in rows]
-        results = [self._route(state, fresh, m, v, audience) for m, v in items]
+        results = []
+        for i, (message, vec) in enumerate(items):
+            results.append(self._route(state, fresh, message, vec, audience))
+            if i % MOVE_SLICE == MOVE_SLICE - 1:
+                await asyncio.sleep(0)  # a long channel moves without stalling everything else
         born = {r.world_id for r in results if r.action == "birth"}
         touched = {r.world_id for r in results} - born
         left = {r["world_id"] for r in rows}
