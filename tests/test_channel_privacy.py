@@ -20,7 +20,8 @@ from bot.adapters import discord_adapter
 from engine.memory import MemoryMessage
 from engine.memory.extraction import SYSTEM_PROMPT
 from tests.chat_helpers import make_app
-from tests.fakes.discord_server import APP_ID, CHANNEL, GUILD, STAFF_ROLE, FakeDiscord, private_to
+from tests.fakes.discord_server import (APP_ID, CHANNEL, EVERYONE_PERMS, GUILD, STAFF_ROLE, VIEW_CHANNEL, FakeDiscord,
+                                        overwrite, private_to)
 from tests.fakes.openai_server import FakeOpenAI
 
 pytestmark = pytest.mark.timeout(240)
@@ -267,3 +268,40 @@ async def test_what_was_remembered_before_a_channel_became_private_moves_when_th
         assert "oncologist came back" in await command(fake, "recall", fake.private, query="biopsy oncologist")
     finally:
         await stop_bot(app, stop, task)
+
+
+async def test_the_audience_of_each_kind_of_channel_and_a_server_wide_role_change(tmp_path, monkeypatch, llm_server):
+    fake = FakeDiscord()
+    private = fake.add_channel("private", private_to(STAFF_ROLE))
+    kinds = {
+        CHANNEL: "",                                                           # everyone reads it
+        private: private,                                                      # @everyone denied
+        fake.add_channel("staff-allowed", [overwrite(STAFF_ROLE, allow=VIEW_CHANNEL)]): "",  # allows add, deny none
+        (minus_role := fake.add_channel("no-staff", [overwrite(STAFF_ROLE, deny=VIEW_CHANNEL)])): minus_role,
+        (minus_one := fake.add_channel("not-bob", [overwrite("6002", deny=VIEW_CHANNEL, member=True)])): minus_one,
+        fake.add_thread(CHANNEL, "public thread"): "",                        # reads like its parent
+        fake.add_thread(private, "thread in private"): private,
+        (secret := fake.add_thread(CHANNEL, "private thread", private=True)): secret,
+    }
+    await fake.start()
+    app, stop, task = await start_bot(tmp_path, monkeypatch, fake, llm_server)
+    try:
+        async def recorded() -> dict[str, str]:
+            rows = await app.db.fetchall("SELECT channel, audience FROM channel_audiences WHERE scope=?", (SCOPE,))
+            return {r["channel"]: r["audience"] for r in rows}
+
+        async def all_recorded() -> bool:
+            return len(await recorded()) == len(kinds)
+        await until(all_recorded)
+        assert await recorded() == kinds
+
+        # @everyone loses View Channel server-wide: no channel is readable by every member any more.
+        await fake.update_role(GUILD, EVERYONE_PERMS & ~VIEW_CHANNEL)
+
+        async def general_restricted() -> bool:
+            return (await recorded())[CHANNEL] == CHANNEL
+        await until(general_restricted)
+        assert (await recorded())[minus_role] == minus_role
+    finally:
+        await stop_bot(app, stop, task)
+        await fake.stop()

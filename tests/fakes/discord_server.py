@@ -3,10 +3,11 @@
 It runs on the test's event loop. Point discord.py at it with the adapter's config
 (``[discord] api_base = server.api_base, gateway_url = server.gateway_url``). The gateway
 says HELLO, answers IDENTIFY with READY and one GUILD_CREATE (guild ``GUILD`` with text
-channel ``CHANNEL`` and any added with ``add_channel``, each with its permission overwrites;
-roles @everyone, ``ADMIN_ROLE`` and ``STAFF_ROLE``) and acknowledges heartbeats. A test then
-dispatches ``interaction(...)`` or ``message(...)`` (in any channel), changes a channel's
-overwrites with ``update_channel`` (CHANNEL_UPDATE), and awaits the bot's REST calls with
+channel ``CHANNEL`` and any added with ``add_channel``, each with its permission overwrites,
+threads added with ``add_thread``, roles @everyone, ``ADMIN_ROLE`` and ``STAFF_ROLE``) and
+acknowledges heartbeats. A test then dispatches ``interaction(...)`` or ``message(...)`` (in any
+channel), changes a channel's overwrites with ``update_channel`` (CHANNEL_UPDATE) or a role's
+permissions with ``update_role`` (GUILD_ROLE_UPDATE), and awaits the bot's REST calls with
 ``wait_for``; every REST call is kept in ``calls`` as (method, path, json, files).
 REST answers carry ``Content-Type: application/json`` exactly: discord.py insists on it.
 """
@@ -77,6 +78,11 @@ class FakeDiscord(LocalServer):
         self._sockets: list[web.WebSocketResponse] = []
         self.identified = asyncio.Event()
         self.channels: dict[str, dict] = {CHANNEL: self._channel(CHANNEL, "general", [])}
+        self.threads: dict[str, dict] = {}
+        self.roles: dict[str, dict] = {r["id"]: r for r in (
+            {"id": GUILD, "name": "@everyone", "permissions": str(EVERYONE_PERMS), "position": 0},
+            {"id": ADMIN_ROLE, "name": "botadmin", "permissions": str(EVERYONE_PERMS), "position": 1},
+            {"id": STAFF_ROLE, "name": "staff", "permissions": str(EVERYONE_PERMS), "position": 2})}
 
     # -- addresses -------------------------------------------------------------------
 
@@ -122,6 +128,21 @@ class FakeDiscord(LocalServer):
         channel_id = self.next_id()
         self.channels[channel_id] = self._channel(channel_id, name, list(overwrites))
         return channel_id
+
+    def add_thread(self, parent: str, name: str, private: bool = False) -> str:
+        """An active thread of ``parent`` (public, or private: only members added read it)."""
+        thread_id = self.next_id()
+        self.threads[thread_id] = {
+            "id": thread_id, "type": 12 if private else 11, "name": name, "guild_id": GUILD, "parent_id": parent,
+            "owner_id": "6001", "message_count": 0, "member_count": 1, "rate_limit_per_user": 0, "flags": 0,
+            "thread_metadata": {"archived": False, "auto_archive_duration": 1440, "archive_timestamp": now_iso(),
+                                "locked": False}}
+        return thread_id
+
+    async def update_role(self, role_id: str, permissions: int) -> None:
+        """Change a role's server-wide permissions (the guild id is @everyone): GUILD_ROLE_UPDATE."""
+        self.roles[role_id] = {**self.roles[role_id], "permissions": str(permissions)}
+        await self.dispatch("GUILD_ROLE_UPDATE", {"guild_id": GUILD, "role": self.roles[role_id]})
 
     async def update_channel(self, channel_id: str, overwrites: list[dict]) -> None:
         """Change a channel's permission overwrites, as a moderator would: CHANNEL_UPDATE."""
@@ -175,12 +196,8 @@ class FakeDiscord(LocalServer):
         return {
             "id": GUILD, "name": "Test Guild", "icon": None, "owner_id": OWNER, "unavailable": False,
             "member_count": 3, "large": False, "features": [], "emojis": [], "stickers": [],
-            "roles": [
-                {"id": GUILD, "name": "@everyone", "permissions": str(EVERYONE_PERMS), "position": 0},
-                {"id": ADMIN_ROLE, "name": "botadmin", "permissions": str(EVERYONE_PERMS), "position": 1},
-                {"id": STAFF_ROLE, "name": "staff", "permissions": str(EVERYONE_PERMS), "position": 2},
-            ],
-            "channels": list(self.channels.values()), "threads": [], "members": [], "voice_states": [],
+            "roles": list(self.roles.values()),
+            "channels": list(self.channels.values()), "threads": list(self.threads.values()), "members": [], "voice_states": [],
             "presences": [], "stage_instances": [], "guild_scheduled_events": [], "soundboard_sounds": [],
             "premium_tier": 0, "preferred_locale": "en-US", "joined_at": now_iso(), "mfa_level": 0,
             "verification_level": 0, "explicit_content_filter": 0, "default_message_notifications": 0,
