@@ -19,9 +19,9 @@ import pytest
 from bot.adapters import discord_adapter
 from engine.memory import MemoryMessage
 from engine.memory.extraction import SYSTEM_PROMPT
-from tests.chat_helpers import make_app
-from tests.fakes.discord_server import (APP_ID, CHANNEL, EVERYONE_PERMS, GUILD, STAFF_ROLE, VIEW_CHANNEL, FakeDiscord,
-                                        overwrite, private_to)
+from tests.chat_helpers import add_test_simulation, make_app
+from tests.fakes.discord_server import (ADMIN_ROLE, APP_ID, CHANNEL, EVERYONE_PERMS, GUILD, STAFF_ROLE, VIEW_CHANNEL,
+                                        FakeDiscord, overwrite, private_to)
 from tests.fakes.openai_server import FakeOpenAI
 
 pytestmark = pytest.mark.timeout(240)
@@ -85,9 +85,11 @@ async def fake():
 async def start_bot(tmp_path, monkeypatch, server, llm_server, before_connect=None):
     monkeypatch.setenv("DISCORD_TEST_TOKEN", "fake-token")
     app = await make_app(tmp_path, discord={"token_env": "DISCORD_TEST_TOKEN", "api_base": server.api_base,
-                                            "gateway_url": server.gateway_url, "message_content": True},
+                                            "gateway_url": server.gateway_url, "message_content": True,
+                                            "admin_role": "botadmin"},
                          llm={"base_url": llm_server.base_url, "model": "fake-model", "max_retries": 0},
                          memory={"extract_every_n": 1000, "extract_every_s": 600})
+    add_test_simulation(app)
     await app.start()
     if before_connect is not None:
         await before_connect(app)
@@ -305,3 +307,19 @@ async def test_the_audience_of_each_kind_of_channel_and_a_server_wide_role_chang
     finally:
         await stop_bot(app, stop, task)
         await fake.stop()
+
+
+async def test_a_simulation_started_in_a_private_channel_stays_out_of_other_digests(
+        tmp_path, monkeypatch, fake, llm_server):
+    app, stop, task = await start_bot(tmp_path, monkeypatch, fake, llm_server)
+    try:
+        att = fake.add_attachment("layoff-plan.txt", b"The warehouse closes in May.")
+        await fake.interaction("testsim", [{"name": "document", "type": 11, "value": att["id"]},
+                                                     {"name": "requirement", "type": 3, "value": "reactions?"}],
+                                         member=fake.member("6001", roles=(ADMIN_ROLE, STAFF_ROLE)),
+                                         attachments=[att], channel=fake.private)
+        await fake.wait_for("POST", f"/channels/{fake.private}/messages", lambda c: "finished" in c.content)
+        assert "layoff-plan" not in await digest_in(fake, CHANNEL)
+        assert "layoff-plan" in await digest_in(fake, fake.private)
+    finally:
+        await stop_bot(app, stop, task)
