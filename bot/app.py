@@ -38,6 +38,7 @@ MEMORY_SETTING = "memory"  # channel setting: 'off' = plain messages are not rem
 MessageListener = Callable[[Incoming], Awaitable[None]]
 Hook = Callable[[], Awaitable[None]]
 ReadyHook = Callable[[str], Awaitable[None]]
+AudienceHook = Callable[[str, dict[str, str]], Awaitable[object]]
 
 
 class App:
@@ -50,6 +51,7 @@ class App:
         self.on_start: list[Hook] = []
         self.on_stop: list[Hook] = []
         self.on_ready: list[ReadyHook] = []  # fn(platform) once an adapter is connected
+        self.on_audiences: list[AudienceHook] = []  # fn(scope, {channel: audience}) when who can read changed
         self.interrupted: list[Job] = []
         self.services: dict[str, Any] = {}  # engine services features share (memory, llm, sims)
         self.adapters = Adapters()
@@ -86,6 +88,15 @@ class App:
                 await hook(platform)
             except Exception:
                 log.exception("ready hook failed for %s", platform)
+
+    async def audiences_seen(self, scope: str, audiences: dict[str, str]) -> None:
+        """Adapters report who can read their channels (channel -> audience, see Incoming.audience)
+        when they connect and whenever permissions change."""
+        for hook in self.on_audiences:
+            try:
+                await hook(scope, audiences)
+            except Exception:
+                log.exception("audience hook failed for %s", scope)
 
     async def announce_interrupted(self, platform: str) -> None:
         """Tell each channel whose job a restart interrupted; adapters call this once connected."""

@@ -52,6 +52,8 @@ class Incoming:
     conventions: Conventions = Conventions()
     command: str | None = None               # set where the platform marks commands (Discord's slash commands)
     options: dict[str, Any] | None = None    # that command's arguments, already typed by the platform
+    audience: str = ""        # who can read the channel: '' every member of the scope, else a key of its
+                              # restricted audience (engine.memory.audience); memory answers respect it
 
 
 def human_size(size: int) -> str:

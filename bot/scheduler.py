@@ -17,6 +17,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
 from engine.jobs import utcnow
+from engine.memory.audience import PUBLIC, Viewer
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -185,7 +186,7 @@ class Scheduler:
         since = sub.last_sent_at if sub and sub.last_sent_at else (
             datetime.now(timezone.utc) - timedelta(days=1)).isoformat(timespec="seconds")
         now = datetime.now(timezone.utc).isoformat()  # sub-second: the next digest starts after this one
-        text = await build_digest(self.app, scope, since)
+        text = await build_digest(self.app, scope, since, channel)
         # Mark it sent before posting: a failed post is lost once, never posted twice.
         if sub is not None:
             await self.app.db.execute(
@@ -246,13 +247,15 @@ def _report_link(job) -> str:
     return f" — files: {result['folder']}" if isinstance(result.get("folder"), str) else ""
 
 
-async def build_digest(app: "App", scope: str, since: str) -> str:
-    """Memory changes (from the memory service) and simulations started or finished since ``since``."""
+async def build_digest(app: "App", scope: str, since: str, channel: str = "") -> str:
+    """Memory changes (from the memory service) and simulations started or finished since ``since``,
+    limited to what the audience of ``channel`` can read (no channel: what every member can read)."""
     lines = [f"📰 Daily digest (since {since[:16].replace('T', ' ')} UTC)"]
     memory = app.services.get("memory")
-    if memory is not None and hasattr(memory, "digest"):
+    viewer = Viewer(scope, await memory.audience_of(scope, channel) if memory is not None else PUBLIC)
+    if memory is not None:
         try:
-            lines += _memory_lines(await memory.digest(scope, datetime.fromisoformat(since)) or {})
+            lines += _memory_lines(await memory.digest(viewer, datetime.fromisoformat(since)) or {})
         except Exception:
             log.exception("memory digest failed for %s", scope)
     rows = await app.db.fetchall(
@@ -261,6 +264,8 @@ async def build_digest(app: "App", scope: str, since: str) -> str:
     started, finished = [], []
     for row in rows:
         job = await app.jobs.get(row["id"])
+        if memory is not None and not viewer.sees(await memory.audience_of(scope, job.channel or "")):
+            continue  # started in a channel this one's audience cannot read
         if job.finished_at and job.finished_at >= since:
             finished.append(f"• {job.title} (`{job.id}`) {job.state}{_report_link(job)}")
         elif job.created_at >= since:

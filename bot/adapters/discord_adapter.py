@@ -9,6 +9,9 @@ Job progress goes through ``reply_to``: a normal channel message edited at a thr
 because interaction tokens die after 15 minutes. Commands reach Discord only when synced on
 demand (``python -m bot discord sync`` or the owner's ``!sync`` message), never on every start.
 discord.py handles Discord's rate-limit buckets itself.
+Every message and command carries its channel's audience (bot/adapters/discord_audience.py), and
+the audiences of a server's channels are reported again when the bot connects and whenever
+channels, roles or overwrites change.
 """
 from __future__ import annotations
 
@@ -28,10 +31,12 @@ from discord.http import Route
 from discord.utils import MISSING
 
 from bot.adapters.base import Adapter
+from bot.adapters.discord_audience import audience_of, guild_audiences
 from bot.app import App
 from bot.commands.registry import Command
 from bot.neutral import Attachment, Conventions, Incoming, Reply, Sent, human_size
 from engine.config import Config, DiscordSection, secret
+from engine.memory.audience import PUBLIC
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +214,9 @@ class DiscordAdapter(Adapter):
             self.tree.add_command(build_app_command(command, self.invoke))
         self.client.event(self.on_ready)
         self.client.event(self.on_message)
+        for event in (self.on_guild_join, self.on_guild_available, self.on_guild_channel_update,
+                      self.on_guild_role_create, self.on_guild_role_update, self.on_guild_role_delete):
+            self.client.event(event)
         self._announced = False
         self._ready = False
 
@@ -248,9 +256,34 @@ class DiscordAdapter(Adapter):
     async def on_ready(self) -> None:
         self._ready = True
         log.info("discord: connected as %s to %d servers", self.client.user, len(self.client.guilds))
+        for guild in self.client.guilds:  # permissions may have changed while the bot was away
+            await self.report_audiences(guild)
         if not self._announced:
             self._announced = True
             await self.app.platform_ready("discord")
+
+    # -- who can read which channel ---------------------------------------------------------
+
+    async def report_audiences(self, guild: discord.Guild) -> None:
+        await self.app.audiences_seen(self.scope_of(guild.id, 0), guild_audiences(guild))
+
+    async def on_guild_join(self, guild: discord.Guild) -> None:
+        await self.report_audiences(guild)
+
+    async def on_guild_available(self, guild: discord.Guild) -> None:
+        await self.report_audiences(guild)
+
+    async def on_guild_channel_update(self, before: discord.abc.GuildChannel, after: discord.abc.GuildChannel) -> None:
+        await self.report_audiences(after.guild)  # a category's change reaches its channels and threads
+
+    async def on_guild_role_create(self, role: discord.Role) -> None:
+        await self.report_audiences(role.guild)
+
+    async def on_guild_role_update(self, before: discord.Role, after: discord.Role) -> None:
+        await self.report_audiences(after.guild)
+
+    async def on_guild_role_delete(self, role: discord.Role) -> None:
+        await self.report_audiences(role.guild)
 
     async def on_message(self, message: discord.Message) -> None:
         if message.author.bot or message.webhook_id is not None:
@@ -273,7 +306,8 @@ class DiscordAdapter(Adapter):
         await self.app.dispatch(Incoming(
             platform="discord", scope=self.scope_of(guild_id, message.author.id), channel=str(message.channel.id),
             author_id=str(message.author.id), author_name=message.author.display_name, text=message.content,
-            message_id=str(message.id), ts=message.created_at, conventions=self.conventions),
+            message_id=str(message.id), ts=message.created_at, conventions=self.conventions,
+            audience=audience_of(message.channel) if message.guild else PUBLIC),
             ChannelReply(self, message.channel.id))
 
     async def is_owner(self, user: discord.abc.User) -> bool:
@@ -318,7 +352,8 @@ class DiscordAdapter(Adapter):
                        text=text, message_id=str(interaction.id), ts=interaction.created_at,
                        attachments=attachments,
                        is_admin=self.is_admin(user, interaction.guild, interaction.permissions),
-                       conventions=self.conventions, command=command.name, options=args)
+                       conventions=self.conventions, command=command.name, options=args,
+                       audience=self.audience_here(interaction))
         await self.app.dispatch(msg, reply)
         await reply.finish()
 
@@ -341,6 +376,15 @@ class DiscordAdapter(Adapter):
             return path
 
         return Attachment(item.filename, size=item.size, url=item.url, fetch=fetch)
+
+    @staticmethod
+    def audience_here(interaction: discord.Interaction) -> str:
+        """The audience of the channel a command came from (a channel not known: its own id)."""
+        guild = interaction.guild
+        if guild is None:
+            return PUBLIC
+        channel = guild.get_channel_or_thread(interaction.channel_id) or interaction.channel
+        return audience_of(channel) if channel is not None else str(interaction.channel_id)
 
     # -- running ------------------------------------------------------------------------------
 

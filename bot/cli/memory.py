@@ -15,6 +15,7 @@ from tqdm import tqdm
 from engine.db import open_database
 from engine.embedder import Embedder
 from engine.memory import MemoryEngine
+from engine.memory.audience import Viewer
 from engine.memory.importers import FORMATS, ImportFileError, load_history
 from engine.offload import run_cpu
 
@@ -78,7 +79,7 @@ async def import_(args, config) -> int:
                 bar.update(done - bar.n)
             results = await engine.ingest_many(messages, progress)
         await engine.flush()  # name the worlds now rather than after the process is gone
-        infos = await engine.worlds(scope)
+        infos = await engine.worlds(Viewer.operator(scope))
     finally:
         await _close(db, engine)
     born = sum(r.action == "birth" for r in results)
@@ -101,8 +102,9 @@ async def worlds(args, config) -> int:
         out = []
         for scope in await _scopes(db, args.scope):
             held = await engine.messages_of(scope)
-            for w in await engine.worlds(scope):
-                out.append({"scope": scope, "id": w.id, "topic": w.topic, "maturity": round(w.maturity, 4),
+            for w in await engine.worlds(Viewer.operator(scope)):  # the operator sees every audience
+                out.append({"scope": scope, "audience": w.audience, "id": w.id, "topic": w.topic,
+                            "maturity": round(w.maturity, 4),
                             "access_count": w.access_count, "beliefs": w.beliefs, "evidence": w.evidence,
                             "created_at": w.created_at.isoformat(), "last_active": w.last_active.isoformat(),
                             "messages": held.get(w.id, [])})
@@ -121,7 +123,8 @@ async def worlds(args, config) -> int:
             print(f"{scope}:")
         ids = w["messages"]
         shown = ", ".join(ids[:12]) + (f", … (+{len(ids) - 12})" if len(ids) > 12 else "")
-        print(f"  {w['id']}  {w['topic'] or '(unnamed)'} — maturity {w['maturity']:.2f}, "
+        audience = f" [audience {w['audience']}]" if w["audience"] else ""
+        print(f"  {w['id']}{audience}  {w['topic'] or '(unnamed)'} — maturity {w['maturity']:.2f}, "
               f"accessed {w['access_count']}, {w['beliefs']} beliefs, {w['evidence']} messages: {shown}")
     return 0
 

@@ -15,6 +15,7 @@ from bot.permissions import ADMIN, EVERYONE, ByAction
 from engine.embedder import Embedder
 from engine.llm.errors import LLMError
 from engine.memory import MemoryEngine, MemoryMessage, RecallResult, WorldInfo
+from engine.memory.audience import Viewer
 from engine.memory.models import Belief, Evidence
 
 CONFIRM_WINDOW_S = 60.0
@@ -59,6 +60,11 @@ def recall_text(result: RecallResult) -> str:
     return "\n".join(lines)
 
 
+def viewer(ctx: CommandContext) -> Viewer:
+    """Memory answers in a channel show only what that channel's audience can read."""
+    return Viewer(ctx.scope, ctx.message.audience)
+
+
 def setup(app) -> None:
     cfg = app.config
     embedder = Embedder.from_config(cfg.embedder)
@@ -79,18 +85,19 @@ def setup(app) -> None:
 
     app.on_start.append(start)
     app.on_stop.append(stop)
+    app.on_audiences.append(engine.set_audiences)
 
     async def remember(msg: Incoming) -> None:
         if not cfg.memory.enabled or not msg.text.strip():
             return
         await engine.ingest(MemoryMessage(msg.scope, msg.channel, msg.message_id, msg.author_name,
-                                          msg.text, msg.ts, msg.author_id))
+                                          msg.text, msg.ts, author_id=msg.author_id, audience=msg.audience))
 
     app.listeners.append(remember)
 
     @reg.command("worlds", "The topic worlds remembered here", group="memory")
     async def worlds(ctx: CommandContext) -> None:
-        found = await engine.worlds(ctx.scope)
+        found = await engine.worlds(viewer(ctx))
         if not found:
             await ctx.reply.send("No worlds yet: nothing remembered in this server or chat.")
             return
@@ -104,7 +111,7 @@ def setup(app) -> None:
     @reg.command("world", "One world's beliefs, newest first (superseded ones marked ✗)",
                  [Arg("name", "world id or topic words", type="text")], group="memory")
     async def world(ctx: CommandContext) -> None:
-        found = await engine.world(ctx.scope, ctx.args["name"])
+        found = await engine.world(viewer(ctx), ctx.args["name"])
         if found is None:
             raise UsageError(f"no world matches {ctx.args['name']!r}. /worlds lists them.")
         w, beliefs = found
@@ -118,16 +125,16 @@ def setup(app) -> None:
     @reg.command("recall", "What memory holds about something: its world, beliefs and messages",
                  [Arg("query", "what to look for", type="text")], group="memory")
     async def recall(ctx: CommandContext) -> None:
-        await ctx.reply.send(recall_text(await engine.recall(ctx.scope, ctx.args["query"])))
+        await ctx.reply.send(recall_text(await engine.recall(viewer(ctx), ctx.args["query"])))
 
     @reg.command("ask", "Answer a question from memory, citing what it rests on",
                  [Arg("question", "your question", type="text")], group="memory")
     async def ask(ctx: CommandContext) -> None:
         try:
-            result = await engine.ask(ctx.scope, ctx.args["question"])
+            result = await engine.ask(viewer(ctx), ctx.args["question"])
         except LLMError as err:
             await ctx.reply.send(f"⚠ The language model could not answer ({err}); here is what memory holds:\n"
-                                 + recall_text(await engine.recall(ctx.scope, ctx.args["question"])))
+                                 + recall_text(await engine.recall(viewer(ctx), ctx.args["question"])))
             return
         if result.answer is None:
             note = ("No language model is configured, so here is what memory holds instead of an answer:\n"

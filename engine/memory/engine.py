@@ -5,6 +5,10 @@ speed, in memory (an hnswlib index of centroids, counters and maturity per world
 messages of each channel). The memory side is rebuilt from the database whenever a scope is
 first used, so a restart loses nothing. Writes to a scope happen under that scope's lock;
 every query names its scope, so nothing crosses scopes.
+
+Inside a scope, memory is partitioned by audience (engine.memory.audience): each audience has
+its own worlds and its own centroid index, a message is routed only among its channel's
+audience's worlds, and every query takes a Viewer and sees only the audiences it may.
 """
 from __future__ import annotations
 
@@ -22,8 +26,10 @@ from engine.config import MemorySection
 from engine.db import Database
 from engine.embedder import Embedder
 from engine.llm.errors import InvalidAnswer
+from engine.memory import audience as audience_store
 from engine.memory import beliefs as belief_store
 from engine.memory import lifecycle, recall as recall_mod, router, topics
+from engine.memory.audience import PUBLIC, Viewer
 from engine.memory.beliefs import BELIEF_COLUMNS, NewBelief, belief_from_row
 from engine.memory.extraction import Extraction, ExtractionScheduler, prompt as extraction_prompt
 from engine.memory.index import CentroidIndex
@@ -38,14 +44,25 @@ INGEST_CHUNK = 256
 TOPIC_SAMPLE = 30          # newest messages per world that topic naming reads
 TOPIC_LLM_PER_PASS = 20    # LLM topic names per refresh pass; the rest keep keyword names
 TOPIC_CONTRAST = 300       # other worlds a keyword topic is contrasted with
+MOVE_SLICE = 16            # messages re-routed between yields to the event loop when a channel moves
 
 
 @dataclass
 class ScopeState:
-    index: CentroidIndex
+    indexes: dict[str, CentroidIndex]     # audience -> the centroids of its worlds
     worlds: dict[str, WorldState]
+    new_index: Callable[[], CentroidIndex]
     data_version: int = 0   # the connection's PRAGMA data_version when last checked
     stamp: int = 0          # memory_scope_stamps.stamp when last checked
+
+    def index(self, audience: str) -> CentroidIndex:
+        found = self.indexes.get(audience)
+        if found is None:
+            found = self.indexes[audience] = self.new_index()
+        return found
+
+    def index_of(self, world_id: str) -> CentroidIndex:
+        return self.index(self.worlds[world_id].audience)
 
 
 @dataclass
@@ -115,20 +132,26 @@ class MemoryEngine:
             return state
         data_version, stamp = await self._data_version(), await self._stamp(scope)
         rows = await self.db.fetchall(
-            "SELECT w.id, w.centroid, w.access_count, w.topic_size, "
+            "SELECT w.id, w.audience, w.centroid, w.access_count, w.topic_size, "
             "(SELECT count(*) FROM memory_messages m WHERE m.world_id = w.id) AS evidence "
             "FROM worlds w WHERE w.scope=? ORDER BY w.created_at", (scope,))
         mature = await self._maturities([r["id"] for r in rows])
         worlds = {r["id"]: WorldState(r["id"], r["access_count"], r["evidence"], r["topic_size"],
-                                      mature.get(r["id"], 0.0)) for r in rows}
+                                      mature.get(r["id"], 0.0), r["audience"]) for r in rows}
         dim = len(rows[0]["centroid"]) // 4 if rows else await run_cpu(lambda: self.embedder.dim)
-        vectors = (np.frombuffer(b"".join(r["centroid"] for r in rows), dtype=np.float32).reshape(len(rows), dim)
-                   if rows else np.zeros((0, dim), dtype=np.float32))
-        index = CentroidIndex(dim, self.cfg.index_m, self.cfg.index_ef_construction, self.cfg.index_ef)
-        await run_cpu(index.build, [r["id"] for r in rows], vectors)
+
+        def new_index() -> CentroidIndex:
+            return CentroidIndex(dim, self.cfg.index_m, self.cfg.index_ef_construction, self.cfg.index_ef)
+
+        indexes: dict[str, CentroidIndex] = {}
+        for audience in sorted({r["audience"] for r in rows}):
+            part = [r for r in rows if r["audience"] == audience]
+            vectors = np.frombuffer(b"".join(r["centroid"] for r in part), dtype=np.float32).reshape(len(part), dim)
+            indexes[audience] = new_index()
+            await run_cpu(indexes[audience].build, [r["id"] for r in part], vectors)
         state = self._scopes.get(scope)  # another task may have loaded it meanwhile
         if state is None:
-            state = self._scopes[scope] = ScopeState(index, worlds, data_version, stamp)
+            state = self._scopes[scope] = ScopeState(indexes, worlds, new_index, data_version, stamp)
         return state
 
     async def _data_version(self) -> int:
@@ -235,10 +258,11 @@ class MemoryEngine:
     async def _route_and_store(self, scope: str, items: list[tuple[MemoryMessage, np.ndarray]]) -> list[RouteResult]:
         async with self._lock(scope):
             state = await self._scope(scope, locked=True)
+            audiences, moved = await self._settle_audiences(scope, state, items)
             results, born, touched = [], set(), set()
             for message, vec in items:
                 channel = await self._channel(scope, message.channel)
-                result = self._route(state, channel, message, vec)
+                result = self._route(state, channel, message, vec, audiences[message.channel])
                 results.append(result)
                 (born if result.action == "birth" else touched).add(result.world_id)
             try:
@@ -246,40 +270,44 @@ class MemoryEngine:
             except BaseException:
                 self._forget_state(scope)  # the database is the truth: reload it on next use
                 raise
+        if moved:
+            await self.refresh_topics(scope)
         self._after_ingest(scope, state, items, results)
         return results
 
     def _route(self, state: ScopeState, channel: ChannelState, message: MemoryMessage,
-               vec: np.ndarray) -> RouteResult:
+               vec: np.ndarray, audience: str) -> RouteResult:
+        """Route among the worlds of ``audience`` only: audiences never share a world."""
         cfg = self.cfg
+        index = state.index(audience)
         ts = _aware(message.ts)
         while channel.recent and (ts - channel.recent[0][0]).total_seconds() > cfg.context_window_s:
             channel.recent.popleft()
         context = [v for _, v in list(channel.recent)[-cfg.context_messages:]] if cfg.context_messages else []
         query = router.routing_vector(cfg, vec, context)
         candidates = [router.Candidate(wid, sim, state.worlds[wid].maturity)
-                      for wid, sim in state.index.search(query, cfg.candidates)]
+                      for wid, sim in index.search(query, cfg.candidates)]
         chosen = router.choose(cfg, candidates)
         short = router.is_short(cfg, message.text)
-        recent_world = (channel.world_id if channel.world_id in state.worlds and channel.last_ts is not None
+        recent_world = (channel.world_id if channel.world_id in index and channel.last_ts is not None
                         and (ts - channel.last_ts).total_seconds() <= cfg.short_window_s else None)
         if chosen is not None:
             world = state.worlds[chosen.world_id]
             a = router.alpha(cfg, world.access_count, world.maturity)
-            state.index.upsert(world.id, router.absorb(state.index.vector(world.id), vec, a))
+            index.upsert(world.id, router.absorb(index.vector(world.id), vec, a))
             result = RouteResult(world.id, "absorb", chosen.similarity)
         elif short and recent_world is not None:
             # Little content of its own: it belongs to what the channel is talking about.
             world = state.worlds[recent_world]
             sim = next((c.similarity for c in candidates if c.world_id == world.id),
-                       float(state.index.vector(world.id) @ query))
+                       float(index.vector(world.id) @ query))
             result = RouteResult(world.id, "follow", sim)
         else:
-            world = WorldState(new_world_id(), 0)
+            world = WorldState(new_world_id(), 0, audience=audience)
             while world.id in state.worlds:
                 world.id = new_world_id()
             state.worlds[world.id] = world
-            state.index.upsert(world.id, vec)
+            index.upsert(world.id, vec)
             result = RouteResult(world.id, "birth", 1.0)
         world.access_count += 1
         world.evidence += 1
@@ -292,6 +320,18 @@ class MemoryEngine:
 
     async def _persist(self, scope: str, state: ScopeState, items, results: list[RouteResult],
                        born: set[str], touched: set[str]) -> None:
+        async with self.db.transaction() as conn:
+            await self._write_worlds(conn, scope, state, items, results, born, touched)
+            await conn.executemany(
+                "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, author_id, text, ts,"
+                " embedding) VALUES (?,?,?,?,?,?,?,?,?)",
+                [(scope, r.world_id, m.channel, m.message_id, m.author, m.author_id, m.text.strip(),
+                  iso(_aware(m.ts)), to_blob(v))
+                 for (m, v), r in zip(items, results)])
+
+    async def _write_worlds(self, conn, scope: str, state: ScopeState, items, results: list[RouteResult],
+                            born: set[str], touched: set[str]) -> None:
+        """Insert the worlds routing gave birth to and save the centroids and counters it moved."""
         first_ts: dict[str, datetime] = {}
         last_ts: dict[str, datetime] = {}
         first_text: dict[str, str] = {}
@@ -300,23 +340,17 @@ class MemoryEngine:
             first_ts.setdefault(result.world_id, ts)
             first_text.setdefault(result.world_id, message.text)
             last_ts[result.world_id] = max(last_ts.get(result.world_id, ts), ts)
-        async with self.db.transaction() as conn:
-            for wid in born:
-                await conn.execute(
-                    "INSERT INTO worlds(id, scope, topic, centroid, access_count, created_at, last_active)"
-                    " VALUES (?,?,?,?,?,?,?)",
-                    (wid, scope, topics.initial_topic(first_text[wid]), to_blob(state.index.vector(wid)),
-                     state.worlds[wid].access_count, iso(first_ts[wid]), iso(last_ts[wid])))
-            for wid in touched:
-                await conn.execute(
-                    "UPDATE worlds SET centroid=?, access_count=?, last_active=max(last_active, ?) WHERE id=?",
-                    (to_blob(state.index.vector(wid)), state.worlds[wid].access_count, iso(last_ts[wid]), wid))
-            await conn.executemany(
-                "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, author_id, text, ts,"
-                " embedding) VALUES (?,?,?,?,?,?,?,?,?)",
-                [(scope, r.world_id, m.channel, m.message_id, m.author, m.author_id, m.text.strip(),
-                  iso(_aware(m.ts)), to_blob(v))
-                 for (m, v), r in zip(items, results)])
+        for wid in born:
+            await conn.execute(
+                "INSERT INTO worlds(id, scope, audience, topic, centroid, access_count, created_at, last_active)"
+                " VALUES (?,?,?,?,?,?,?,?)",
+                (wid, scope, state.worlds[wid].audience, topics.initial_topic(first_text[wid]),
+                 to_blob(state.index_of(wid).vector(wid)), state.worlds[wid].access_count, iso(first_ts[wid]),
+                 iso(last_ts[wid])))
+        for wid in touched:
+            await conn.execute(
+                "UPDATE worlds SET centroid=?, access_count=?, last_active=max(last_active, ?) WHERE id=?",
+                (to_blob(state.index_of(wid).vector(wid)), state.worlds[wid].access_count, iso(last_ts[wid]), wid))
 
     def _after_ingest(self, scope: str, state: ScopeState, items, results: list[RouteResult]) -> None:
         if self.llm is not None:
@@ -340,62 +374,156 @@ class MemoryEngine:
         for key in [k for k in self._channels if k[0] == scope]:
             del self._channels[key]
 
+    # -- audiences ---------------------------------------------------------------------
+
+    async def set_audiences(self, scope: str, audiences: dict[str, str]) -> list[str]:
+        """Record who can read each channel (channel -> audience). A channel whose audience changed
+        has its stored messages moved to the new audience's worlds, the beliefs resting on them
+        following, and the worlds it left renamed; returns the channels that changed."""
+        async with self._lock(scope):
+            state = await self._scope(scope, locked=True)
+            known = await audience_store.recorded(self.db, scope, list(audiences))
+            changed = [ch for ch, audience in audiences.items() if known.get(ch) != audience]
+            moved = [ch for ch in changed if await self._move_channel(scope, state, ch, audiences[ch])]
+        if moved:
+            await self.refresh_topics(scope)
+        return changed
+
+    async def audience_of(self, scope: str, channel: str) -> str:
+        """Who can read ``channel``, as last recorded (a channel never recorded counts as public, so a
+        post there shows only what every member can read)."""
+        known = await audience_store.recorded(self.db, scope, [channel])
+        return known.get(channel, PUBLIC)
+
+    async def _settle_audiences(self, scope: str, state: ScopeState, items) -> tuple[dict[str, str], bool]:
+        """channel -> the audience its messages are routed in, for the channels of ``items``: a
+        message's own audience when it carries one (moving the channel first when that is new),
+        else the channel's recorded audience. Also says whether any channel moved."""
+        wanted: dict[str, str | None] = {}
+        for message, _ in items:
+            if wanted.get(message.channel) is None:
+                wanted[message.channel] = message.audience
+        known = await audience_store.recorded(self.db, scope, list(wanted))
+        out, moved = {}, False
+        for channel, audience in wanted.items():
+            if audience is not None and known.get(channel) != audience:
+                moved |= await self._move_channel(scope, state, channel, audience)
+            out[channel] = known.get(channel, PUBLIC) if audience is None else audience
+        return out, moved
+
+    async def _move_channel(self, scope: str, state: ScopeState, channel: str, audience: str) -> bool:
+        """Re-route a channel's stored messages, with their stored embeddings and in their order,
+        among the worlds of ``audience``, and record the channel's new audience. The caller holds
+        the scope's lock. True when messages moved."""
+        rows = await self.db.fetchall(
+            "SELECT m.id, m.world_id, m.message_id, m.author, m.text, m.ts, m.embedding FROM memory_messages m "
+            "JOIN worlds w ON w.id = m.world_id WHERE m.scope=? AND m.channel=? AND w.audience<>? ORDER BY m.id",
+            (scope, channel, audience))
+        self._channels.pop((scope, channel), None)
+        if not rows:
+            async with self.db.transaction() as conn:
+                await audience_store.record(conn, scope, channel, audience)
+            return False
+        fresh = ChannelState()
+        items = [(MemoryMessage(scope, channel, r["message_id"], r["author"], r["text"], parse_ts(r["ts"]),
+                                audience), from_blob(r["embedding"])) for r in rows]
+        results = []
+        for i, (message, vec) in enumerate(items):
+            results.append(self._route(state, fresh, message, vec, audience))
+            if i % MOVE_SLICE == MOVE_SLICE - 1:
+                await asyncio.sleep(0)  # a long channel moves without stalling everything else
+        born = {r.world_id for r in results if r.action == "birth"}
+        touched = {r.world_id for r in results} - born
+        left = {r["world_id"] for r in rows}
+        try:
+            async with self.db.transaction() as conn:
+                await self._write_worlds(conn, scope, state, items, results, born, touched)
+                await conn.executemany("UPDATE memory_messages SET world_id=? WHERE id=?",
+                                       [(res.world_id, r["id"]) for r, res in zip(rows, results)])
+                with_beliefs = await audience_store.move_beliefs(
+                    conn, scope, {r["id"]: res.world_id for r, res in zip(rows, results)})
+                recentred = {wid: await lifecycle.recentre(conn, wid) for wid in left}
+                for wid in left:  # their names drew on what moved away: provisional ones until renamed
+                    await audience_store.rename_provisionally(conn, wid)
+                await audience_store.record(conn, scope, channel, audience)
+        except BaseException:
+            self._forget_state(scope)  # the database is the truth: reload it on next use
+            raise
+        for wid, found in recentred.items():
+            if found is not None and wid in state.worlds:
+                state.index_of(wid).upsert(wid, found[0])
+                state.worlds[wid].access_count = state.worlds[wid].evidence = found[1]
+        await self._remove_dead(scope)
+        changed = (left | born | touched | with_beliefs) & set(state.worlds)
+        await self._refresh_maturity(scope, sorted(changed))
+        self._topic_dirty.setdefault(scope, set()).update(changed)
+        log.info("memory: %d messages of %s/%s moved to audience %r", len(rows), scope, channel, audience)
+        return True
+
     # -- queries -----------------------------------------------------------------------
 
-    async def route_query(self, scope: str, text: str) -> tuple[WorldInfo | None, float]:
-        """The world a question is about (the nearest centroid) and its similarity."""
+    async def route_query(self, viewer: Viewer | str, text: str) -> tuple[WorldInfo | None, float]:
+        """The world a question is about (the nearest centroid the viewer sees) and its similarity."""
         vec = (await self.embedder.embed([text]))[0]
-        return await self._nearest(scope, vec)
+        return await self._nearest(Viewer.of(viewer), vec)
 
-    async def _nearest(self, scope: str, vec: np.ndarray) -> tuple[WorldInfo | None, float]:
-        state = await self._scope(scope)
-        found = state.index.search(vec, 1)
-        if not found:
+    async def _nearest(self, viewer: Viewer, vec: np.ndarray) -> tuple[WorldInfo | None, float]:
+        state = await self._scope(viewer.scope)
+        found = max((hit for audience, index in state.indexes.items() if viewer.sees(audience)
+                     for hit in index.search(vec, 1)), key=lambda hit: hit[1], default=None)
+        if found is None:
             return None, 0.0
-        infos = await self._infos(scope, [found[0][0]])
-        return (infos[0] if infos else None), found[0][1]
+        infos = await self._infos(viewer, [found[0]])
+        return (infos[0] if infos else None), found[1]
 
-    async def recall(self, scope: str, query: str, k: int | None = None) -> RecallResult:
+    async def recall(self, viewer: Viewer | str, query: str, k: int | None = None) -> RecallResult:
+        """The world the query belongs to among those the viewer sees, its top beliefs and messages.
+        A bare scope is its public viewer (engine.memory.audience)."""
         k = k or self.cfg.recall_k
         vec = (await self.embedder.embed([query]))[0]
-        world, sim = await self._nearest(scope, vec)
+        world, sim = await self._nearest(Viewer.of(viewer), vec)
         if world is None:
             return RecallResult(None, 0.0, [], [])
         found_beliefs = await recall_mod.rank_beliefs(self.db, world.id, vec, query, k)
         evidence = await recall_mod.rank_evidence(self.db, world.id, vec, query, k)
         return RecallResult(world, sim, found_beliefs, evidence)
 
-    async def ask(self, scope: str, question: str) -> AskResult:
+    async def ask(self, viewer: Viewer | str, question: str) -> AskResult:
         """An answer grounded in the one world the question routes to; answer is None without an LLM."""
-        result = await self.recall(scope, question, self.cfg.recall_k * 2)
+        viewer = Viewer.of(viewer)
+        result = await self.recall(viewer, question, self.cfg.recall_k * 2)
         if self.llm is None or result.world is None:
             return AskResult(None, result)
-        answer = await self.llm.chat(recall_mod.ask_prompt(question, result), job="memory.ask", scope=scope)
+        answer = await self.llm.chat(recall_mod.ask_prompt(question, result), job="memory.ask", scope=viewer.scope)
         return AskResult(answer.strip(), result)
 
-    async def _infos(self, scope: str, world_ids: list[str] | None = None) -> list[WorldInfo]:
-        where, params = "w.scope=?", [scope]
+    async def _infos(self, viewer: Viewer, world_ids: list[str] | None = None) -> list[WorldInfo]:
+        sees, params = viewer.where("w.audience")
+        where, params = f"w.scope=? AND {sees}", [viewer.scope, *params]
         if world_ids is not None:
             if not world_ids:
                 return []
             where += f" AND w.id IN ({','.join('?' * len(world_ids))})"
             params += world_ids
         rows = await self.db.fetchall(
-            "SELECT w.id, w.scope, w.topic, w.access_count, w.created_at, w.last_active, "
+            "SELECT w.id, w.scope, w.audience, w.topic, w.access_count, w.created_at, w.last_active, "
             "(SELECT count(*) FROM memory_messages m WHERE m.world_id=w.id) AS evidence, "
             "(SELECT count(*) FROM beliefs b WHERE b.world_id=w.id AND b.invalid_at IS NULL) AS beliefs, "
             "(SELECT avg(confidence) FROM beliefs b WHERE b.world_id=w.id AND b.invalid_at IS NULL) AS conf "
             f"FROM worlds w WHERE {where} ORDER BY w.last_active DESC", params)
         return [WorldInfo(r["id"], r["scope"], r["topic"], maturity(r["conf"] or 0.0, r["beliefs"]),
                           r["access_count"], r["beliefs"], r["evidence"], parse_ts(r["created_at"]),
-                          parse_ts(r["last_active"])) for r in rows]
+                          parse_ts(r["last_active"]), r["audience"]) for r in rows]
 
-    async def worlds(self, scope: str) -> list[WorldInfo]:
-        """Every world of the scope, most recently active first."""
-        return await self._infos(scope)
+    async def worlds(self, viewer: Viewer | str) -> list[WorldInfo]:
+        """Every world of the scope the viewer sees, most recently active first."""
+        return await self._infos(Viewer.of(viewer))
 
-    async def world(self, scope: str, name_or_id: str) -> tuple[WorldInfo, list[Belief]] | None:
-        """A world by id, id prefix or topic words, with all its beliefs (superseded ones too), newest first."""
+    async def world(self, viewer: Viewer | str, name_or_id: str) -> tuple[WorldInfo, list[Belief]] | None:
+        """A world the viewer sees, by id, id prefix or topic words, with all its beliefs (superseded ones
+        too), newest first."""
+        viewer = Viewer.of(viewer)
+        sees, seen = viewer.where("audience")
         wanted = name_or_id.strip().lower()
         if not wanted:
             return None
@@ -408,16 +536,17 @@ class MemoryEngine:
             if param is None:
                 continue
             found = await self.db.fetchval(
-                f"SELECT id FROM worlds WHERE scope=? AND {sql} ORDER BY access_count DESC LIMIT 1", (scope, param))
+                f"SELECT id FROM worlds WHERE scope=? AND {sees} AND {sql} ORDER BY access_count DESC LIMIT 1",
+                (viewer.scope, *seen, param))
             if found:
                 break
-        infos = await self._infos(scope, [found]) if found else []
+        infos = await self._infos(viewer, [found]) if found else []
         if not infos:
             return None
         match = infos[0]
         rows = await self.db.fetchall(
             f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE world_id=? AND scope=? ORDER BY learned_at DESC, id DESC",
-            (match.id, scope))
+            (match.id, viewer.scope))
         return match, [belief_from_row(r) for r in rows]
 
     async def messages_of(self, scope: str) -> dict[str, list[str]]:
@@ -429,12 +558,14 @@ class MemoryEngine:
             out.setdefault(r["world_id"], []).append(r["message_id"])
         return out
 
-    async def digest(self, scope: str, since: datetime | str) -> dict:
-        """What changed since ``since``: new and grown worlds, new and superseded beliefs, merges,
-        as lists of plain dicts (every item names its world's ``topic``)."""
+    async def digest(self, viewer: Viewer | str, since: datetime | str) -> dict:
+        """What changed since ``since`` in the worlds the viewer sees: new and grown worlds, new and
+        superseded beliefs, merges, as lists of plain dicts (every item names its world's ``topic``)."""
+        viewer = Viewer.of(viewer)
+        scope = viewer.scope
         since_dt = _aware(parse_ts(since) if isinstance(since, str) else since)
         since_s = iso(since_dt)
-        infos = {w.id: w for w in await self._infos(scope)}
+        infos = {w.id: w for w in await self._infos(viewer)}
         grown = await self.db.fetchall(
             "SELECT world_id, count(*) AS n FROM memory_messages WHERE scope=? AND ts>=? GROUP BY world_id "
             "ORDER BY n DESC", (scope, since_s))
@@ -457,18 +588,19 @@ class MemoryEngine:
             {"old": f"{r['os']} {r['op']} {r['oo']}", "new": f"{r['ns']} {r['np']} {r['no']}",
              "topic": infos[r["world_id"]].topic, "world_id": r["world_id"], "invalid_at": r["invalid_at"]}
             for r in await self.db.fetchall(
-                "SELECT o.world_id, o.subject AS os, o.predicate AS op, o.object AS oo, o.invalid_at, "
-                "n.subject AS ns, n.predicate AS np, n.object AS no FROM beliefs o JOIN beliefs n "
+                "SELECT o.world_id, n.world_id AS new_world, o.subject AS os, o.predicate AS op, o.object AS oo, "
+                "o.invalid_at, n.subject AS ns, n.predicate AS np, n.object AS no FROM beliefs o JOIN beliefs n "
                 "ON n.id = o.superseded_by WHERE o.scope=? AND n.learned_at>=? ORDER BY n.learned_at",
                 (scope, since_s))
-            if r["world_id"] in infos]
+            if r["world_id"] in infos and r["new_world"] in infos]
+        merge_sees, merge_seen = viewer.where("audience")
         merges = [
             {"absorbed_topic": r["absorbed_topic"], "kept_id": r["kept_id"],
              "kept_topic": infos[r["kept_id"]].topic if r["kept_id"] in infos else "",
              "absorbed_id": r["absorbed_id"], "similarity": round(r["similarity"], 3)}
             for r in await self.db.fetchall(
                 "SELECT kept_id, absorbed_id, absorbed_topic, similarity FROM world_merges "
-                "WHERE scope=? AND merged_at>=? ORDER BY merged_at", (scope, since_s))]
+                f"WHERE scope=? AND {merge_sees} AND merged_at>=? ORDER BY merged_at", (scope, *merge_seen, since_s))]
         return {"new_worlds": new_worlds, "grown_worlds": grown_worlds, "new_beliefs": new_beliefs,
                 "superseded_beliefs": superseded, "merges": merges}
 
@@ -511,7 +643,7 @@ class MemoryEngine:
             recentred = {wid: await lifecycle.recentre(conn, wid) for wid in touched}
         for wid, found in recentred.items():
             if found is not None and wid in state.worlds:
-                state.index.upsert(wid, found[0])
+                state.index_of(wid).upsert(wid, found[0])
                 state.worlds[wid].access_count = state.worlds[wid].evidence = found[1]
         removed = await self._remove_dead(scope)
         await self._refresh_maturity(scope, [w for w in touched if w in state.worlds])
@@ -521,37 +653,44 @@ class MemoryEngine:
         dead = await lifecycle.remove_dead(self.db, scope)
         for s, wid in dead:
             state = self._scopes.get(s)
-            if state is not None:
-                state.index.remove(wid)
-                state.worlds.pop(wid, None)
+            if state is not None and wid in state.worlds:
+                state.index_of(wid).remove(wid)
+                del state.worlds[wid]
         return len(dead)
 
     async def merge(self, scope: str) -> list[dict]:
-        """Merge every pair of worlds above the merge threshold until none is left."""
+        """Merge every pair of worlds above the merge threshold until none is left; worlds merge only
+        within their audience."""
         merged = []
         async with self._lock(scope):
             state = await self._scope(scope, locked=True)
-            while True:
-                pairs = await run_cpu(lifecycle.merge_pairs, state.index, self.cfg.merge_threshold)
-                if not pairs:
-                    break
-                for a, b, sim in pairs:
-                    wa, wb = state.worlds[a], state.worlds[b]
-                    keep, gone = (wa, wb) if (wa.access_count, wb.id) >= (wb.access_count, wa.id) else (wb, wa)
-                    centroid = router.normalise(state.index.vector(keep.id) * keep.access_count
-                                                + state.index.vector(gone.id) * gone.access_count)
-                    await lifecycle.merge_worlds(self.db, scope, keep, gone, centroid, sim)
-                    state.index.upsert(keep.id, centroid)
-                    state.index.remove(gone.id)
-                    del state.worlds[gone.id]
-                    keep.access_count += gone.access_count
-                    keep.evidence += gone.evidence
-                    for ch in self._channels.values():
-                        if ch.world_id == gone.id:
-                            ch.world_id = keep.id
-                    self._topic_dirty.setdefault(scope, set()).add(keep.id)
-                    await self._refresh_maturity(scope, [keep.id])
-                    merged.append({"kept": keep.id, "absorbed": gone.id, "similarity": round(sim, 4)})
+            for index in list(state.indexes.values()):
+                merged += await self._merge_within(scope, state, index)
+        return merged
+
+    async def _merge_within(self, scope: str, state: ScopeState, index: CentroidIndex) -> list[dict]:
+        merged = []
+        while True:
+            pairs = await run_cpu(lifecycle.merge_pairs, index, self.cfg.merge_threshold)
+            if not pairs:
+                break
+            for a, b, sim in pairs:
+                wa, wb = state.worlds[a], state.worlds[b]
+                keep, gone = (wa, wb) if (wa.access_count, wb.id) >= (wb.access_count, wa.id) else (wb, wa)
+                centroid = router.normalise(index.vector(keep.id) * keep.access_count
+                                            + index.vector(gone.id) * gone.access_count)
+                await lifecycle.merge_worlds(self.db, scope, keep, gone, centroid, sim)
+                index.upsert(keep.id, centroid)
+                index.remove(gone.id)
+                del state.worlds[gone.id]
+                keep.access_count += gone.access_count
+                keep.evidence += gone.evidence
+                for ch in self._channels.values():
+                    if ch.world_id == gone.id:
+                        ch.world_id = keep.id
+                self._topic_dirty.setdefault(scope, set()).add(keep.id)
+                await self._refresh_maturity(scope, [keep.id])
+                merged.append({"kept": keep.id, "absorbed": gone.id, "similarity": round(sim, 4)})
         return merged
 
     async def maintain(self, scope: str | None = None) -> dict[str, int]:
@@ -590,19 +729,17 @@ class MemoryEngine:
         targets = set(state.worlds) if every else self._topic_dirty.pop(scope, set()) & set(state.worlds)
         if not targets:
             return 0
-        # Contrast with the largest worlds of the scope (all of them in small scopes).
-        contrast = sorted(state.worlds, key=lambda w: -state.worlds[w].evidence)[:TOPIC_CONTRAST]
-        wanted = sorted(targets | set(contrast))
         docs: dict[str, list[str]] = {}
-        for i in range(0, len(wanted), 500):
-            part = wanted[i:i + 500]
-            rows = await self.db.fetchall(
-                "SELECT world_id, text FROM (SELECT world_id, text, row_number() OVER "
-                "(PARTITION BY world_id ORDER BY id DESC) AS rn FROM memory_messages "
-                f"WHERE world_id IN ({','.join('?' * len(part))})) WHERE rn<=?", (*part, TOPIC_SAMPLE))
-            for r in rows:
-                docs.setdefault(r["world_id"], []).append(r["text"])
-        names = await run_cpu(topics.keyword_topics, docs, targets, self.cfg.topic_keywords)
+        names: dict[str, str] = {}
+        for audience in sorted({state.worlds[w].audience for w in targets}):
+            # Contrast with the largest worlds of the same audience (all of them in small scopes):
+            # a name draws on nothing its audience cannot read.
+            group = {w for w in targets if state.worlds[w].audience == audience}
+            peers = [w for w in state.worlds if state.worlds[w].audience == audience]
+            contrast = sorted(peers, key=lambda w: -state.worlds[w].evidence)[:TOPIC_CONTRAST]
+            group_docs = await self._topic_docs(sorted(group | set(contrast)))
+            names.update(await run_cpu(topics.keyword_topics, group_docs, group, self.cfg.topic_keywords))
+            docs.update(group_docs)
         if self.llm is not None:
             for wid in sorted(targets, key=lambda w: -state.worlds[w].evidence)[:TOPIC_LLM_PER_PASS]:
                 facts = [f"{r['subject']} {r['predicate']} {r['object']}" for r in await self.db.fetchall(
@@ -624,6 +761,19 @@ class MemoryEngine:
             if wid in state.worlds:
                 state.worlds[wid].topic_size = sizes[wid]
         return len(names)
+
+    async def _topic_docs(self, world_ids: list[str]) -> dict[str, list[str]]:
+        """world id -> the texts of its newest messages (at most TOPIC_SAMPLE)."""
+        docs: dict[str, list[str]] = {}
+        for i in range(0, len(world_ids), 500):
+            part = world_ids[i:i + 500]
+            rows = await self.db.fetchall(
+                "SELECT world_id, text FROM (SELECT world_id, text, row_number() OVER "
+                "(PARTITION BY world_id ORDER BY id DESC) AS rn FROM memory_messages "
+                f"WHERE world_id IN ({','.join('?' * len(part))})) WHERE rn<=?", (*part, TOPIC_SAMPLE))
+            for r in rows:
+                docs.setdefault(r["world_id"], []).append(r["text"])
+        return docs
 
     # -- belief extraction -------------------------------------------------------------
 

@@ -52,8 +52,8 @@ async def merge_worlds(db: Database, scope: str, keep: WorldState, gone: WorldSt
             (to_blob(centroid), keep.access_count + gone.access_count, old["created_at"], old["last_active"],
              keep.id))
         await conn.execute(
-            "INSERT INTO world_merges(scope, kept_id, absorbed_id, absorbed_topic, similarity, merged_at)"
-            " VALUES (?,?,?,?,?,?)", (scope, keep.id, gone.id, old["topic"], similarity, iso(utcnow())))
+            "INSERT INTO world_merges(scope, audience, kept_id, absorbed_id, absorbed_topic, similarity, merged_at)"
+            " VALUES (?,?,?,?,?,?,?)", (scope, keep.audience, keep.id, gone.id, old["topic"], similarity, iso(utcnow())))
         await conn.execute("DELETE FROM worlds WHERE id=?", (gone.id,))
 
 

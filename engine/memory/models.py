@@ -53,6 +53,7 @@ class MemoryMessage:
     text: str
     ts: datetime = field(default_factory=utcnow)
     author_id: str = ""  # the platform's id of the author ('' for imported history)
+    audience: str | None = None   # who can read its channel ('' everyone); None: as recorded for the channel
 
 
 @dataclass
@@ -64,6 +65,7 @@ class WorldState:
     evidence: int = 0             # messages it holds
     topic_size: int = 0           # evidence count when its topic was last named
     maturity: float = 0.0
+    audience: str = ""            # who may see it ('' every member of the scope)
 
 
 @dataclass
@@ -110,6 +112,7 @@ class WorldInfo:
     evidence: int
     created_at: datetime
     last_active: datetime
+    audience: str = ""
 
 
 @dataclass

@@ -3,9 +3,12 @@
 It runs on the test's event loop. Point discord.py at it with the adapter's config
 (``[discord] api_base = server.api_base, gateway_url = server.gateway_url``). The gateway
 says HELLO, answers IDENTIFY with READY and one GUILD_CREATE (guild ``GUILD`` with text
-channel ``CHANNEL``, roles ``ADMIN_ROLE`` and @everyone) and acknowledges heartbeats. A test
-then dispatches ``interaction(...)`` or ``message(...)`` and awaits the bot's REST calls
-with ``wait_for``; every REST call is kept in ``calls`` as (method, path, json, files).
+channel ``CHANNEL`` and any added with ``add_channel``, each with its permission overwrites,
+threads added with ``add_thread``, roles @everyone, ``ADMIN_ROLE`` and ``STAFF_ROLE``) and
+acknowledges heartbeats. A test then dispatches ``interaction(...)`` or ``message(...)`` (in any
+channel), changes a channel's overwrites with ``update_channel`` (CHANNEL_UPDATE) or a role's
+permissions with ``update_role`` (GUILD_ROLE_UPDATE), and awaits the bot's REST calls with
+``wait_for``; every REST call is kept in ``calls`` as (method, path, json, files).
 REST answers carry ``Content-Type: application/json`` exactly: discord.py insists on it.
 """
 from __future__ import annotations
@@ -22,10 +25,22 @@ from aiohttp import WSMsgType, web
 from tests.fakes.local_server import LocalServer
 
 APP_ID, GUILD, CHANNEL, ADMIN_ROLE, OWNER = "1000", "2000", "3000", "4000", "5000"
+STAFF_ROLE = "4001"
 BOT_USER = {"id": APP_ID, "username": "worldbot", "discriminator": "0", "global_name": None, "avatar": None,
             "bot": True, "flags": 0}
 MANAGE_GUILD = 1 << 5
-EVERYONE_PERMS = (1 << 10) | (1 << 11) | (1 << 31)  # view channel, send messages, use app commands
+VIEW_CHANNEL = 1 << 10
+EVERYONE_PERMS = VIEW_CHANNEL | (1 << 11) | (1 << 31)  # view channel, send messages, use app commands
+
+
+def overwrite(target: str, *, allow: int = 0, deny: int = 0, member: bool = False) -> dict:
+    """A permission overwrite for a role (the guild id is @everyone) or, with ``member``, a member."""
+    return {"id": target, "type": 1 if member else 0, "allow": str(allow), "deny": str(deny)}
+
+
+def private_to(role: str) -> list[dict]:
+    """Overwrites of a channel @everyone cannot view and ``role`` can."""
+    return [overwrite(GUILD, deny=VIEW_CHANNEL), overwrite(role, allow=VIEW_CHANNEL)]
 
 
 def user(uid: str, name: str = "") -> dict:
@@ -62,6 +77,12 @@ class FakeDiscord(LocalServer):
         self._seq = itertools.count(1)
         self._sockets: list[web.WebSocketResponse] = []
         self.identified = asyncio.Event()
+        self.channels: dict[str, dict] = {CHANNEL: self._channel(CHANNEL, "general", [])}
+        self.threads: dict[str, dict] = {}
+        self.roles: dict[str, dict] = {r["id"]: r for r in (
+            {"id": GUILD, "name": "@everyone", "permissions": str(EVERYONE_PERMS), "position": 0},
+            {"id": ADMIN_ROLE, "name": "botadmin", "permissions": str(EVERYONE_PERMS), "position": 1},
+            {"id": STAFF_ROLE, "name": "staff", "permissions": str(EVERYONE_PERMS), "position": 2})}
 
     # -- addresses -------------------------------------------------------------------
 
@@ -102,8 +123,34 @@ class FakeDiscord(LocalServer):
         return {"id": att_id, "filename": filename, "size": len(data) if size is None else size, "url": url,
                 "proxy_url": url, "content_type": "text/plain"}
 
+    def add_channel(self, name: str, overwrites: list[dict] = ()) -> str:
+        """A text channel of the guild; added before the bot connects, it arrives with GUILD_CREATE."""
+        channel_id = self.next_id()
+        self.channels[channel_id] = self._channel(channel_id, name, list(overwrites))
+        return channel_id
+
+    def add_thread(self, parent: str, name: str, private: bool = False) -> str:
+        """An active thread of ``parent`` (public, or private: only members added read it)."""
+        thread_id = self.next_id()
+        self.threads[thread_id] = {
+            "id": thread_id, "type": 12 if private else 11, "name": name, "guild_id": GUILD, "parent_id": parent,
+            "owner_id": "6001", "message_count": 0, "member_count": 1, "rate_limit_per_user": 0, "flags": 0,
+            "thread_metadata": {"archived": False, "auto_archive_duration": 1440, "archive_timestamp": now_iso(),
+                                "locked": False}}
+        return thread_id
+
+    async def update_role(self, role_id: str, permissions: int) -> None:
+        """Change a role's server-wide permissions (the guild id is @everyone): GUILD_ROLE_UPDATE."""
+        self.roles[role_id] = {**self.roles[role_id], "permissions": str(permissions)}
+        await self.dispatch("GUILD_ROLE_UPDATE", {"guild_id": GUILD, "role": self.roles[role_id]})
+
+    async def update_channel(self, channel_id: str, overwrites: list[dict]) -> None:
+        """Change a channel's permission overwrites, as a moderator would: CHANNEL_UPDATE."""
+        self.channels[channel_id] = {**self.channels[channel_id], "permission_overwrites": list(overwrites)}
+        await self.dispatch("CHANNEL_UPDATE", self.channels[channel_id])
+
     async def interaction(self, name: str, options: list[dict] | None = None, *, member: dict | None = None,
-                          attachments: list[dict] = ()) -> dict:
+                          attachments: list[dict] = (), channel: str = CHANNEL) -> dict:
         """Dispatch a slash command; options: [{'name','type','value'}]."""
         token = f"itoken-{self.next_id()}"
         member = member or self.member("6000")
@@ -112,7 +159,7 @@ class FakeDiscord(LocalServer):
             data["resolved"] = {"attachments": {a["id"]: a for a in attachments}}
         payload = {
             "id": self.next_id(), "application_id": APP_ID, "type": 2, "token": token, "version": 1,
-            "guild_id": GUILD, "channel_id": CHANNEL, "channel": self.channel_payload(), "member": member,
+            "guild_id": GUILD, "channel_id": channel, "channel": self.channels[channel], "member": member,
             "app_permissions": str(EVERYONE_PERMS | (1 << 15)), "locale": "en-US", "guild_locale": "en-US",
             "attachment_size_limit": 10 * 2**20, "entitlements": [], "context": 0,
             "authorizing_integration_owners": {"0": GUILD}, "data": data,
@@ -120,8 +167,8 @@ class FakeDiscord(LocalServer):
         await self.dispatch("INTERACTION_CREATE", payload)
         return payload
 
-    async def message(self, content: str, author_id: str = "6000") -> dict:
-        msg = self.message_payload(CHANNEL, content, user(author_id))
+    async def message(self, content: str, author_id: str = "6000", channel: str = CHANNEL) -> dict:
+        msg = self.message_payload(channel, content, user(author_id))
         msg["guild_id"] = GUILD
         msg["member"] = {k: v for k, v in self.member(author_id).items() if k not in ("user", "permissions")}
         await self.dispatch("MESSAGE_CREATE", msg)
@@ -140,19 +187,17 @@ class FakeDiscord(LocalServer):
 
     # -- payloads -------------------------------------------------------------------------
 
-    def channel_payload(self) -> dict:
-        return {"id": CHANNEL, "type": 0, "name": "general", "position": 0, "guild_id": GUILD,
-                "permission_overwrites": [], "nsfw": False, "parent_id": None}
+    @staticmethod
+    def _channel(channel_id: str, name: str, overwrites: list[dict]) -> dict:
+        return {"id": channel_id, "type": 0, "name": name, "position": 0, "guild_id": GUILD,
+                "permission_overwrites": overwrites, "nsfw": False, "parent_id": None}
 
     def guild_payload(self) -> dict:
         return {
             "id": GUILD, "name": "Test Guild", "icon": None, "owner_id": OWNER, "unavailable": False,
             "member_count": 3, "large": False, "features": [], "emojis": [], "stickers": [],
-            "roles": [
-                {"id": GUILD, "name": "@everyone", "permissions": str(EVERYONE_PERMS), "position": 0},
-                {"id": ADMIN_ROLE, "name": "botadmin", "permissions": str(EVERYONE_PERMS), "position": 1},
-            ],
-            "channels": [self.channel_payload()], "threads": [], "members": [], "voice_states": [],
+            "roles": list(self.roles.values()),
+            "channels": list(self.channels.values()), "threads": list(self.threads.values()), "members": [], "voice_states": [],
             "presences": [], "stage_instances": [], "guild_scheduled_events": [], "soundboard_sounds": [],
             "premium_tier": 0, "preferred_locale": "en-US", "joined_at": now_iso(), "mfa_level": 0,
             "verification_level": 0, "explicit_content_filter": 0, "default_message_notifications": 0,
