@@ -177,8 +177,8 @@ class JobRunner:
         if job.state in (RUNNING, QUEUED):
             if job.id in self._tasks or job.owner == self.owner.id:
                 raise JobError(f"job {job_id} is already {job.state}")
-            if not await self.owner.gone(job.owner):
-                raise JobError(f"job {job_id} is {job.state} in {await self.owner.describe(job.owner)}; "
+            if (where := await self.elsewhere(job)) is not None:
+                raise JobError(f"job {job_id} is {job.state} in {where}; "
                                f"it cannot be resumed while that process runs it")
             # its process is gone and no restart has recovered it yet: take it over now
         elif job.state not in (INTERRUPTED, FAILED, CANCELLED):
@@ -233,13 +233,18 @@ class JobRunner:
         task = self._tasks.get(job_id)
         if task is None:
             job = await self.get(job_id)
-            if (job is not None and job.state in (RUNNING, QUEUED) and job.owner != self.owner.id
-                    and not await self.owner.gone(job.owner)):
-                raise JobError(f"job {job_id} runs in {await self.owner.describe(job.owner)}; cancel it there")
+            if job is not None and (where := await self.elsewhere(job)) is not None:
+                raise JobError(f"job {job_id} runs in {where}; cancel it there")
             return False
         task.cancel()
         await asyncio.wait([task])
         return True
+
+    async def elsewhere(self, job: Job) -> str | None:
+        """Which other live process runs ``job`` ('another bot process (pid …)'), or None."""
+        if job.state not in (RUNNING, QUEUED) or job.owner == self.owner.id or await self.owner.gone(job.owner):
+            return None
+        return await self.owner.describe(job.owner)
 
     async def get(self, job_id: str) -> Job | None:
         row = await self.db.fetchone("SELECT * FROM jobs WHERE id = ?", (job_id,))
