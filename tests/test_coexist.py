@@ -1,5 +1,5 @@
 """Separate bot processes on one database: a bot runs a long simulation while a console lists
-/jobs and `simulate` runs from a terminal. They neither interrupt its job nor signal its run
+/jobs, and `worlds` and `simulate` run from a terminal. They neither interrupt its job nor signal its run
 child, and they refuse to resume or cancel it. Once the bot is killed with SIGKILL and its
 lease has run out, the next process recovers its job as interrupted."""
 from __future__ import annotations
@@ -88,6 +88,10 @@ def test_other_processes_leave_a_running_bot_alone_until_it_is_killed(openai_ser
         assert "it cannot be resumed while that process runs it" in out
         assert f"job {job_id} runs in another bot process (pid {bot.pid} on " in out and "cancel it there" in out
         assert "interrupted" not in out
+
+        # listing the worlds from a terminal only reads
+        worlds = run_bot(cfg, "worlds")
+        assert worlds.returncode == 0 and "no worlds yet" in worlds.stdout, worlds.stderr[-3000:]
 
         # `simulate` from a terminal: resuming the running simulation is refused, a new one runs
         resumed = run_bot(cfg, "simulate", "--resume", sim_id)
