@@ -105,13 +105,13 @@ async def test_a_live_owners_job_is_left_alone_then_taken_over_once_it_is_gone(t
     db_a, db_b = two_dbs
     owner_a = ProcessOwner(db_a, LONG)
     runner_a, runner_b = JobRunner(db_a, owner=owner_a), JobRunner(db_b)
-    ticks: asyncio.Queue = asyncio.Queue()
-    for runner in (runner_a, runner_b):
-        runner.register("ticking", ticking_job(ticks))
+    ticks_a, ticks_b = asyncio.Queue(), asyncio.Queue()  # what each process's job sees
+    runner_a.register("ticking", ticking_job(ticks_a))
+    runner_b.register("ticking", ticking_job(ticks_b))
     seen_by_a = []
     runner_a.subscribe(lambda e: seen_by_a.append((e.job.state, e.job.message)))
     job = await runner_a.submit("ticking", {}, scope="s")
-    ticks.put_nowait(1)
+    ticks_a.put_nowait(1)
     async with asyncio.timeout(10):
         while (await runner_b.get(job.id)).message != "tick 1":
             await asyncio.sleep(0.02)
@@ -129,7 +129,7 @@ async def test_a_live_owners_job_is_left_alone_then_taken_over_once_it_is_gone(t
     await expire(db_b, owner_a)
     [taken] = await runner_b.recover()
     assert (taken.id, taken.state, taken.owner) == (job.id, INTERRUPTED, runner_b.owner.id)
-    ticks.put_nowait(2)
+    ticks_a.put_nowait(2)
     async with asyncio.timeout(10):
         while job.id in runner_a._tasks:
             await asyncio.sleep(0.02)
@@ -139,7 +139,7 @@ async def test_a_live_owners_job_is_left_alone_then_taken_over_once_it_is_gone(t
 
     # B resumes it; A may not, now that B runs it
     await runner_b.resume(job.id)
-    ticks.put_nowait(3)
+    ticks_b.put_nowait(3)
     async with asyncio.timeout(10):
         while (await runner_a.get(job.id)).message != "tick 3":
             await asyncio.sleep(0.02)
@@ -152,14 +152,41 @@ async def test_a_live_owners_job_is_left_alone_then_taken_over_once_it_is_gone(t
     assert (await runner_b.get(job.id)).state == INTERRUPTED
 
 
+async def test_a_running_job_whose_process_is_gone_can_be_resumed_without_a_restart(two_dbs):
+    db_a, db_b = two_dbs
+    owner_a = ProcessOwner(db_a, LONG)
+    runner_a, runner_b = JobRunner(db_a, owner=owner_a), JobRunner(db_b)
+    ticks_a, ticks_b = asyncio.Queue(), asyncio.Queue()  # what each process's job sees
+    runner_a.register("ticking", ticking_job(ticks_a))
+    runner_b.register("ticking", ticking_job(ticks_b))
+    job = await runner_a.submit("ticking", {}, scope="s")
+    ticks_a.put_nowait(1)
+    async with asyncio.timeout(10):
+        while (await runner_b.get(job.id)).message != "tick 1":
+            await asyncio.sleep(0.02)
+    assert await runner_b.recover() == []  # B started while A was alive
+    await expire(db_b, owner_a)            # then A stopped renewing
+    resumed = await runner_b.resume(job.id)
+    assert resumed.owner == runner_b.owner.id
+    ticks_b.put_nowait(2)
+    async with asyncio.timeout(10):
+        while (await runner_b.get(job.id)).message != "tick 2":
+            await asyncio.sleep(0.02)
+    assert (await runner_b.get(job.id)).state == RUNNING
+    await runner_b.shutdown()
+    await runner_a.shutdown()  # A's own copy ends too, without overwriting B's record
+    await owner_a.release()
+    assert (await runner_b.get(job.id)).owner == runner_b.owner.id
+
+
 async def test_two_processes_resuming_the_same_job_at_once_run_it_once(two_dbs):
     db_a, db_b = two_dbs
     runner_a, runner_b = JobRunner(db_a), JobRunner(db_b)
-    ticks: asyncio.Queue = asyncio.Queue()
-    for runner in (runner_a, runner_b):
-        runner.register("ticking", ticking_job(ticks))
+    ticks_a, ticks_b = asyncio.Queue(), asyncio.Queue()  # what each process's job sees
+    runner_a.register("ticking", ticking_job(ticks_a))
+    runner_b.register("ticking", ticking_job(ticks_b))
     job = await runner_a.submit("ticking", {}, scope="s")
-    ticks.put_nowait(1)
+    ticks_a.put_nowait(1)
     async with asyncio.timeout(10):
         while (await runner_b.get(job.id)).message != "tick 1":
             await asyncio.sleep(0.02)
