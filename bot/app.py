@@ -19,6 +19,7 @@ from bot.neutral import Attachment, Incoming, Reply
 from engine.config import Config
 from engine.db import Database, open_database
 from engine.jobs import Job, JobError, JobRunner
+from engine.owners import ProcessOwner
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,9 @@ class App:
     def __init__(self, config: Config, db: Database):
         self.config = config
         self.db = db
-        self.jobs = JobRunner(db, config.jobs.max_concurrent)
+        # This process as the owner of its jobs and runs (other processes may share the database).
+        self.owner = ProcessOwner(db, config.jobs.lease_s)
+        self.jobs = JobRunner(db, config.jobs.max_concurrent, self.owner)
         self.commands = Registry()
         self.listeners: list[MessageListener] = []
         self.on_start: list[Hook] = []
@@ -67,6 +70,7 @@ class App:
         return app
 
     async def start(self) -> None:
+        await self.owner.start()
         self.interrupted = await self.jobs.recover()
         for hook in self.on_start:
             await hook()
@@ -116,6 +120,7 @@ class App:
                 await hook()
             except Exception:
                 log.exception("shutdown hook failed")
+        await self.owner.release()
         await self.db.close()
 
     def reply_to(self, scope: str, channel: str) -> Reply | None:

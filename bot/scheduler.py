@@ -4,6 +4,11 @@ APScheduler 3's AsyncIOScheduler runs on the bot's event loop (PTB's JobQueue is
 Digest subscriptions live in the database and are re-added at start-up. APScheduler only
 knows about lateness while it runs (``misfire_grace_s``); runs missed while the process was
 down are found from ``last_sent_at`` / ``schedule_runs`` and handled by ``[scheduler] missed``.
+
+Several bot processes may share the database, each with its own scheduler. Every scheduled
+run is claimed first, in one write transaction: the merge by moving ``schedule_runs.last_run``
+past the time it was due, a digest by moving ``last_sent_at`` past its own. The process that
+claims a run does it; the others find it claimed, so nothing runs twice.
 """
 from __future__ import annotations
 
@@ -95,7 +100,7 @@ class Scheduler:
             due = previous_fire(self.cfg.merge_time, self.cfg.timezone, now or datetime.now(timezone.utc))
             if last and datetime.fromisoformat(last) < due:
                 log.info("running the world merge missed while the bot was down")
-                await self.merge_worlds()
+                await self.merge_worlds(now)
 
     async def catch_up(self, platform: str, now: datetime | None = None) -> None:
         """Once ``platform`` is connected: post the digests it missed while the bot was down."""
@@ -105,9 +110,10 @@ class Scheduler:
         for sub in await self.subscriptions():
             if sub.scope.split(":", 1)[0] != platform or not sub.last_sent_at:
                 continue
-            if datetime.fromisoformat(sub.last_sent_at) < previous_fire(sub.time, sub.timezone, now):
+            due = previous_fire(sub.time, sub.timezone, now)
+            if datetime.fromisoformat(sub.last_sent_at) < due:
                 log.info("posting the digest missed while the bot was down to %s/%s", sub.scope, sub.channel)
-                await self.post_digest(sub.scope, sub.channel)
+                await self.post_digest(sub.scope, sub.channel, due)
 
     def stop(self) -> None:
         if self.sched.running:
@@ -155,8 +161,14 @@ class Scheduler:
         return True
 
     def _schedule(self, sub: Subscription) -> None:
-        self.sched.add_job(self.post_digest, daily(sub.time, sub.timezone), args=(sub.scope, sub.channel),
+        self.sched.add_job(self._fire_digest, daily(sub.time, sub.timezone), args=(sub.scope, sub.channel),
                            id=sub.job_id, replace_existing=True)
+
+    async def _fire_digest(self, scope: str, channel: str) -> None:
+        sub = await self.subscription(scope, channel)
+        if sub is not None:
+            due = previous_fire(sub.time, sub.timezone, datetime.now(timezone.utc))
+            await self.post_digest(scope, channel, due)
 
     def next_run(self, scope: str, channel: str) -> datetime | None:
         job = self.sched.get_job(f"digest:{scope}:{channel}")
@@ -164,39 +176,87 @@ class Scheduler:
 
     # -- the work ---------------------------------------------------------------------
 
-    async def merge_worlds(self) -> None:
+    async def merge_worlds(self, now: datetime | None = None) -> bool:
+        """The daily world merge due at or before ``now``, unless a process sharing the database
+        has already run it; True when this call ran it. A failed merge gives its claim back, so
+        the next start-up catches up on it."""
+        due = previous_fire(self.cfg.merge_time, self.cfg.timezone, now or datetime.now(timezone.utc))
+        claimed, previous = await claim_daily_run(self.app.db, MERGE, due)
+        if not claimed:
+            log.info("the world merge due at %s has already run", due.isoformat())
+            return False
         memory = self.app.services.get("memory")
         if memory is not None and hasattr(memory, "maintain"):
             try:
                 await memory.maintain()
             except Exception:
                 log.exception("daily world merge failed")
-                return
-        await self.app.db.execute(
-            "INSERT INTO schedule_runs(name, last_run) VALUES (?, ?)"
-            " ON CONFLICT(name) DO UPDATE SET last_run=excluded.last_run", (MERGE, utcnow()))
+                await unclaim_daily_run(self.app.db, MERGE, previous)
+                return False
+        return True
 
-    async def post_digest(self, scope: str, channel: str) -> bool:
-        """Post the digest into one channel; True when it was posted."""
+    async def post_digest(self, scope: str, channel: str, due: datetime | None = None) -> bool:
+        """Post the digest into one channel; True when it was posted. A scheduled digest passes
+        the time it was ``due``: it is posted only if no process sharing the database has sent
+        this channel's digest since then."""
         reply = self.app.reply_to(scope, channel)
         if reply is None:
             log.info("no adapter for %s is running; digest for %s kept for later", scope, channel)
             return False
-        sub = await self.subscription(scope, channel)
-        since = sub.last_sent_at if sub and sub.last_sent_at else (
-            datetime.now(timezone.utc) - timedelta(days=1)).isoformat(timespec="seconds")
-        now = datetime.now(timezone.utc).isoformat()  # sub-second: the next digest starts after this one
-        text = await build_digest(self.app, scope, since, channel)
         # Mark it sent before posting: a failed post is lost once, never posted twice.
-        if sub is not None:
-            await self.app.db.execute(
-                "UPDATE digest_subscriptions SET last_sent_at=? WHERE scope=? AND channel=?", (now, scope, channel))
+        since = await claim_digest(self.app.db, scope, channel, due)
+        if since is None:
+            log.info("the digest for %s/%s due at %s was already sent", scope, channel, due)
+            return False
+        text = await build_digest(self.app, scope, since, channel)
         try:
             await reply.send(text)
         except Exception:
             log.exception("could not post the digest to %s/%s", scope, channel)
             return False
         return True
+
+
+async def claim_daily_run(db, name: str, due: datetime) -> tuple[bool, str | None]:
+    """Claim the run of ``name`` due at ``due``: (True, the previous ``last_run``) when no
+    process has run it since, recording it as run now; (False, None) when one has."""
+    async with db.transaction() as conn:
+        async with conn.execute("SELECT last_run FROM schedule_runs WHERE name=?", (name,)) as cur:
+            row = await cur.fetchone()
+        last = row[0] if row else None
+        if last and datetime.fromisoformat(last) >= due:
+            return False, None
+        await conn.execute("INSERT INTO schedule_runs(name, last_run) VALUES (?, ?)"
+                           " ON CONFLICT(name) DO UPDATE SET last_run=excluded.last_run", (name, utcnow()))
+        return True, last
+
+
+async def unclaim_daily_run(db, name: str, previous: str | None) -> None:
+    """Give a claim back (the run failed): ``last_run`` is what it was before."""
+    if previous is None:
+        await db.execute("DELETE FROM schedule_runs WHERE name=?", (name,))
+    else:
+        await db.execute("UPDATE schedule_runs SET last_run=? WHERE name=?", (previous, name))
+
+
+async def claim_digest(db, scope: str, channel: str, due: datetime | None) -> str | None:
+    """Claim a digest of one channel: the time it covers from, with the subscription marked sent
+    now; None when it is ``due`` but some process has sent it since. A channel without a
+    subscription (a one-off /digest now) covers the last day and marks nothing."""
+    now = datetime.now(timezone.utc)
+    async with db.transaction() as conn:
+        async with conn.execute("SELECT last_sent_at FROM digest_subscriptions WHERE scope=? AND channel=?",
+                                (scope, channel)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return (now - timedelta(days=1)).isoformat(timespec="seconds")
+        last = row[0]
+        if due is not None and last and datetime.fromisoformat(last) >= due:
+            return None
+        # sub-second: the next digest covers from just after this one
+        await conn.execute("UPDATE digest_subscriptions SET last_sent_at=? WHERE scope=? AND channel=?",
+                           (now.isoformat(), scope, channel))
+        return last or (now - timedelta(days=1)).isoformat(timespec="seconds")
 
 
 def _where(item: dict) -> str:

@@ -39,6 +39,7 @@ class DatabaseSection(Section):
 class JobsSection(Section):
     max_concurrent: int = Field(2, ge=1, le=64)
     progress_interval_s: float = Field(2.0, ge=0.0)
+    lease_s: float = Field(30.0, ge=1.0, le=3600.0)  # a process that stops renewing this long is gone
 
 
 class ConsoleSection(Section):

@@ -2,8 +2,13 @@
 
 A job kind is registered with an async handler ``handler(ctx: JobContext) -> dict | None``.
 Every state change and progress report is written to the ``jobs`` table and fanned out to
-subscribers (the chat adapters). Jobs found 'running' or 'queued' at start-up belonged to a
-process that died: they are marked 'interrupted' and can be resumed with ``resume``.
+subscribers (the chat adapters).
+
+Several processes may share the database (engine.owners): each job names the process that
+runs it. At start-up only jobs whose owner is gone are marked 'interrupted' (and can be
+resumed with ``resume``); a job another live process runs is left alone and cannot be resumed
+or cancelled from here. Every write of a running job is conditional on its owner, so a process
+whose work was taken over (it stalled past its lease) stops that job instead of overwriting.
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from datetime import datetime, timezone
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 from engine.db import Database
+from engine.owners import ProcessOwner
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +55,7 @@ class Job:
     started_at: str | None = None
     finished_at: str | None = None
     started_by: str = ""  # author id of the person who started it; '' when the bot did
+    owner: str | None = None  # owners.id of the process that runs (or last ran) it
 
     @property
     def finished(self) -> bool:
@@ -63,6 +70,7 @@ class Job:
             result=json.loads(row["result"]) if row["result"] else None, error=row["error"],
             created_at=row["created_at"], started_at=row["started_at"], finished_at=row["finished_at"],
             started_by=row["started_by"],
+            owner=row["owner"],
         )
 
 
@@ -106,8 +114,12 @@ class JobContext:
 
 
 class JobRunner:
-    def __init__(self, db: Database, max_concurrent: int = 2):
+    def __init__(self, db: Database, max_concurrent: int = 2, owner: ProcessOwner | None = None):
         self.db = db
+        # Without an owner given, the runner is a process owner of its own, released at shutdown.
+        self.owner = owner or ProcessOwner(db)
+        self._owns_owner = owner is None
+        self._taken: set[str] = set()  # jobs another process took over while this one ran them
         self._handlers: dict[str, Handler] = {}
         self._tasks: dict[str, asyncio.Task] = {}
         self._listeners: list[Listener] = []
@@ -124,16 +136,23 @@ class JobRunner:
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
     async def recover(self) -> list[Job]:
-        """At start-up: jobs left 'running' or 'queued' by a dead process become 'interrupted'."""
+        """At start-up: jobs left 'running' or 'queued' by a process that is gone become
+        'interrupted' (and this process their owner); those of live processes are left alone."""
+        await self.owner.start()
         rows = await self.db.fetchall("SELECT * FROM jobs WHERE state IN (?, ?)", (RUNNING, QUEUED))
+        gone: dict[str | None, bool] = {}
         jobs = []
         for row in rows:
             job = Job.from_row(row)
-            job.state, job.finished_at = INTERRUPTED, utcnow()
+            if job.owner not in gone:
+                gone[job.owner] = await self.owner.gone(job.owner)
+            if not gone[job.owner]:
+                continue
+            seen, job.state, job.finished_at = job.state, INTERRUPTED, utcnow()
             job.message = "interrupted by a restart"
-            await self._save(job)
-            jobs.append(job)
-            log.warning("job %s (%s) was interrupted by a restart", job.id, job.kind)
+            if await self._take_over(job, seen):  # another process starting now may have been first
+                jobs.append(job)
+                log.warning("job %s (%s) was interrupted by a restart", job.id, job.kind)
         return jobs
 
     async def submit(self, kind: str, params: dict[str, Any], scope: str,
@@ -141,13 +160,16 @@ class JobRunner:
         """Queue a job; ``started_by`` is the author id of the person asking for it."""
         if kind not in self._handlers:
             raise ValueError(f"unknown job kind: {kind}")
+        await self.owner.start()
         now = utcnow()
         job = Job(id=secrets.token_hex(4), kind=kind, scope=scope, channel=channel,
-                  title=title or kind, params=dict(params), state=QUEUED, created_at=now, started_by=started_by)
+                  title=title or kind, params=dict(params), state=QUEUED, created_at=now, started_by=started_by,
+                  owner=self.owner.id)
         await self.db.execute(
             "INSERT INTO jobs(id, kind, scope, channel, title, params, state, message, created_at, updated_at,"
-            " started_by) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (job.id, kind, scope, channel, job.title, json.dumps(job.params), QUEUED, "", now, now, started_by),
+            " started_by, owner) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (job.id, kind, scope, channel, job.title, json.dumps(job.params), QUEUED, "", now, now, started_by,
+             job.owner),
         )
         self._start(job)
         return job
@@ -157,10 +179,19 @@ class JobRunner:
         job = await self.get(job_id)
         if job is None:
             raise JobError(f"no job {job_id}")
-        if job.state not in (INTERRUPTED, FAILED, CANCELLED):
+        if job.state in (RUNNING, QUEUED):
+            if job.id in self._tasks or job.owner == self.owner.id:
+                raise JobError(f"job {job_id} is already {job.state}")
+            if (where := await self.elsewhere(job)) is not None:
+                raise JobError(f"job {job_id} is {job.state} in {where}; "
+                               f"it cannot be resumed while that process runs it")
+            # its process is gone and no restart has recovered it yet: take it over now
+        elif job.state not in (INTERRUPTED, FAILED, CANCELLED):
             raise JobError(f"job {job_id} is {job.state}; only interrupted, failed or cancelled jobs resume")
-        job.state, job.error, job.finished_at, job.message = QUEUED, None, None, "resuming"
-        await self._save(job)
+        await self.owner.start()
+        seen, job.state, job.error, job.finished_at, job.message = job.state, QUEUED, None, None, "resuming"
+        if not await self._take_over(job, seen):
+            raise JobError(f"job {job_id} was resumed by another bot process just now")
         self._start(job)
         return job
 
@@ -178,7 +209,9 @@ class JobRunner:
                 result = await self._handlers[job.kind](ctx)
             job.state, job.result, job.progress = DONE, result or {}, 1.0
         except asyncio.CancelledError:
-            if self._closing:
+            if job.id in self._taken:
+                job.state, job.message = INTERRUPTED, "taken over by another bot process"
+            elif self._closing:
                 job.state, job.message = INTERRUPTED, "interrupted by shutdown"
             else:
                 job.state, job.message = CANCELLED, "cancelled"
@@ -191,6 +224,7 @@ class JobRunner:
             job.finished_at = utcnow()
             self._tasks.pop(job.id, None)
             await asyncio.shield(self._finish(job))
+            self._taken.discard(job.id)
 
     async def _finish(self, job: Job) -> None:
         await self._save(job)
@@ -199,12 +233,23 @@ class JobRunner:
             queue.put_nowait(None)
 
     async def cancel(self, job_id: str) -> bool:
+        """Cancel a job this process runs; False when it runs nowhere. A job that another live
+        process runs is refused with JobError (it can only be cancelled there)."""
         task = self._tasks.get(job_id)
         if task is None:
+            job = await self.get(job_id)
+            if job is not None and (where := await self.elsewhere(job)) is not None:
+                raise JobError(f"job {job_id} runs in {where}; cancel it there")
             return False
         task.cancel()
         await asyncio.wait([task])
         return True
+
+    async def elsewhere(self, job: Job) -> str | None:
+        """Which other live process runs ``job`` ('another bot process (pid …)'), or None."""
+        if job.state not in (RUNNING, QUEUED) or job.owner == self.owner.id or await self.owner.gone(job.owner):
+            return None
+        return await self.owner.describe(job.owner)
 
     async def get(self, job_id: str) -> Job | None:
         row = await self.db.fetchone("SELECT * FROM jobs WHERE id = ?", (job_id,))
@@ -242,14 +287,37 @@ class JobRunner:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+        if self._owns_owner:
+            await self.owner.release()
 
     async def _save(self, job: Job) -> None:
-        await self.db.execute(
-            "UPDATE jobs SET state=?, progress=?, message=?, result=?, error=?, started_at=?,"
-            " finished_at=?, params=?, updated_at=? WHERE id=?",
-            (job.state, job.progress, job.message, json.dumps(job.result) if job.result is not None else None,
-             job.error, job.started_at, job.finished_at, json.dumps(job.params), utcnow(), job.id),
-        )
+        if await self._write(job, job.owner) or job.id not in self._tasks or job.id in self._taken:
+            return
+        # Another process found this one gone (it stalled past its lease) and took the job over.
+        log.warning("job %s (%s) was taken over by another bot process; stopping it here", job.id, job.kind)
+        self._taken.add(job.id)
+        self._tasks[job.id].cancel()
+
+    async def _take_over(self, job: Job, seen_state: str) -> bool:
+        """Save ``job`` as owned by this process, unless another process (or another call here)
+        changed its owner or its state ``seen_state`` first."""
+        holder, job.owner = job.owner, self.owner.id
+        return await self._write(job, holder, seen_state)
+
+    async def _write(self, job: Job, holder: str | None, seen_state: str | None = None) -> bool:
+        """Save the job if ``holder`` still owns it (and it is still ``seen_state``, if given);
+        False when it changed."""
+        sql = ("UPDATE jobs SET state=?, progress=?, message=?, result=?, error=?, started_at=?,"
+               " finished_at=?, params=?, updated_at=?, owner=? WHERE id=? AND owner IS ?")
+        args = [job.state, job.progress, job.message, json.dumps(job.result) if job.result is not None else None,
+                job.error, job.started_at, job.finished_at, json.dumps(job.params), utcnow(), job.owner,
+                job.id, holder]
+        if seen_state is not None:
+            sql += " AND state = ?"
+            args.append(seen_state)
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(sql, args)
+            return cur.rowcount == 1
 
     async def _emit(self, event: JobEvent) -> None:
         for queue in self._watchers.get(event.job.id, []):

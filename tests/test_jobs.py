@@ -105,10 +105,12 @@ async def test_restart_marks_running_jobs_interrupted_and_resume_uses_checkpoint
     runner.register("steps", steps)
     job = await runner.submit("steps", {}, scope="s")
     await reached.wait()
-    # a crash: the process goes away without any shutdown, leaving the row 'running'
+    # a crash: the process goes away without any shutdown, leaving the row 'running' and an
+    # owner that no longer renews its lease (here: its row is gone)
     runner._tasks[job.id].cancel()  # stop the coroutine, then overwrite what it saved
     await asyncio.sleep(0.05)
     await db.execute("UPDATE jobs SET state='running' WHERE id=?", (job.id,))
+    await runner.owner.release()
     await db.close()
 
     db2 = await open_database(config.db_path)
@@ -126,6 +128,7 @@ async def test_restart_marks_running_jobs_interrupted_and_resume_uses_checkpoint
         assert final.state == DONE and final.result == {"steps": 3}
         assert calls[-1]["done_steps"] == 1  # resumed from the checkpoint, not from scratch
     finally:
+        await runner2.shutdown()
         await db2.close()
 
 

@@ -176,3 +176,26 @@ async def test_the_digest_reports_memory_changes_from_the_real_memory_engine(tmp
     assert "New worlds:" in digest and "messages)" in digest
     assert "chess" not in digest.lower()
     await app.close()
+
+
+async def test_two_processes_sharing_the_database_run_each_daily_merge_and_digest_once(tmp_path, posts):
+    first = await started_app(tmp_path)
+    await first.services["scheduler"].subscribe("test:a", "1", "08:00", "UTC")
+    await first.db.execute("UPDATE digest_subscriptions SET last_sent_at='2000-01-01T00:00:00+00:00'")
+    second = await started_app(tmp_path)  # another bot process on the same database
+    schedulers = [app.services["scheduler"] for app in (first, second)]
+    assert all(s.next_run("test:a", "1") is not None for s in schedulers)  # both would fire it
+
+    ran = await asyncio.gather(*(s.merge_worlds() for s in schedulers))
+    assert sorted(ran) == [False, True]
+    assert not any(await asyncio.gather(*(s.merge_worlds() for s in schedulers)))  # done for today
+
+    due = previous_fire("08:00", "UTC", datetime.now(timezone.utc))
+    sent = await asyncio.gather(*(s.post_digest("test:a", "1", due) for s in schedulers))
+    assert sorted(sent) == [False, True] and len(posts[("test:a", "1")]) == 1
+    for app in (first, second):
+        await app.platform_ready("test")  # the catch-up after a (re)connect finds it sent too
+    assert len(posts[("test:a", "1")]) == 1
+    assert await schedulers[1].post_digest("test:a", "1")  # /digest now always posts
+    await first.close()
+    await second.close()

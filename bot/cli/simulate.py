@@ -74,6 +74,12 @@ async def simulate(args, config) -> int:
             if await pipeline.load_simulation(app.db, args.resume) is None:
                 print(f"error: no simulation {args.resume}", file=sys.stderr)
                 return 2
+            last_job = await app.jobs.get(await app.db.fetchval(
+                "SELECT job_id FROM simulations WHERE id=?", (args.resume,)) or "")
+            if last_job is not None and (where := await app.jobs.elsewhere(last_job)) is not None:
+                print(f"error: simulation {args.resume} is running in {where}; it continues there",
+                      file=sys.stderr)
+                return 2
             sim_id = args.resume
         else:
             files = [Path(f).expanduser() for f in args.files]

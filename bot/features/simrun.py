@@ -55,7 +55,9 @@ def format_answers(sim_id: str, question: str, answers: list[Answer]) -> str:
 async def sim_stop(app, ctx: CommandContext, row) -> None:
     service = runs(app)
     if await service.executor.attach(row["id"]) is None:
-        raise UsageError(f"simulation {row['id']} is not running.")
+        where = await service.elsewhere(row["id"])
+        raise UsageError(f"simulation {row['id']} runs in {where}; stop it there." if where
+                         else f"simulation {row['id']} is not running.")
     task = asyncio.create_task(service.stop(row["id"]), name=f"stop-{row['id']}")
     app.background.add(task)
     task.add_done_callback(app.background.discard)
@@ -90,7 +92,7 @@ async def run_status_line(app, sim_id: str) -> str | None:
 
 def setup(app) -> None:
     step.register()
-    service = step.runs_for(app.db, app.config)
+    service = step.runs_for(app.db, app.config, app.owner)
     app.services["sim_runs"] = service
 
     async def recover() -> None:

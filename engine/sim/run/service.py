@@ -4,6 +4,10 @@ State lives in the ``sim_runs`` table (status, rounds done per platform, pid) an
 checkpoints the child writes after every round, never in the executor. A run whose process is
 lost (bot restart, kill -9) is resumed from its last completed round with the agents' memories
 as they were then; when no usable checkpoint exists it starts over from round 1 and says why.
+
+Each run names the process whose child serves it (``owner``, see engine.owners). Another process
+on the same database never signals that child nor runs the simulation alongside it: only once
+the owner is gone is its child ended as a stray and the run recovered.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from typing import Any, Awaitable, Callable
 
 from engine.db import Database
 from engine.jobs import JobError, utcnow
+from engine.owners import ProcessOwner
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.run.executor import Executor, RunGone, RunHandle, RunTimeout, end_stray_child
 from engine.sim.run.protocol import PLATFORMS, SPEC_FILE, RunSpec, platform_db
@@ -122,11 +127,15 @@ class _Follow:
 
 
 class SimRuns:
-    def __init__(self, db: Database, executor: Executor, llm: LLMTarget, settings: RunSettings | None = None):
+    def __init__(self, db: Database, executor: Executor, llm: LLMTarget, settings: RunSettings | None = None,
+                 owner: ProcessOwner | None = None):
         self.db = db
         self.executor = executor
         self.llm = llm
         self.settings = settings or RunSettings()
+        # Without an owner given, the service is a process owner of its own, released at close.
+        self.owner = owner or ProcessOwner(db)
+        self._owns_owner = owner is None
         self._locks: dict[str, asyncio.Lock] = {}
         self._stopping: set[str] = set()
         self._background: dict[str, asyncio.Task] = {}  # sim_id -> follower of an idle run
@@ -147,12 +156,25 @@ class SimRuns:
         cols = ", ".join(f"{k} = ?" for k in values)
         await self.db.execute(f"UPDATE sim_runs SET {cols} WHERE sim_id = ?", (*values.values(), sim_id))
 
+    async def elsewhere(self, sim_id: str) -> str | None:
+        """Which other live process serves this simulation's run ('another bot process (pid …)'),
+        or None when none does."""
+        row = await self.db.fetchone("SELECT status, owner FROM sim_runs WHERE sim_id = ?", (sim_id,))
+        if row is None or row["status"] not in LIVE or row["owner"] == self.owner.id:
+            return None
+        if await self.owner.gone(row["owner"]):
+            return None
+        return await self.owner.describe(row["owner"])
+
     async def recover(self) -> list[str]:
-        """At start-up: runs a dead process left 'running' or 'idle' are interrupted (their stray
-        children, if any, are ended so a resume never shares a folder with them)."""
+        """At start-up: runs a gone process left 'running' or 'idle' are interrupted (their stray
+        children, if any, are ended so a resume never shares a folder with them). Runs of live
+        processes are left alone."""
         rows = await self.db.fetchall("SELECT * FROM sim_runs WHERE status IN ('running', 'idle')")
         found = []
         for row in rows:
+            if await self.elsewhere(row["sim_id"]) is not None:
+                continue
             await end_stray_child(row["pid"], Path(row["folder"]))
             status = "completed" if row["status"] == "idle" else "interrupted"
             await self._set(row["sim_id"], status=status, pid=None)
@@ -183,18 +205,21 @@ class SimRuns:
         async with self._lock(sim_id):
             if await self.executor.attach(sim_id) is not None:
                 raise JobError(f"simulation {sim_id} is already running")
+            if (where := await self.elsewhere(sim_id)) is not None:
+                raise JobError(f"simulation {sim_id} is running in {where}; it cannot run here at the same time")
             row = await self.db.fetchone("SELECT * FROM sim_runs WHERE sim_id = ?", (sim_id,))
             if row is not None:
-                await end_stray_child(row["pid"], folder)
+                await end_stray_child(row["pid"], folder)  # its owner is gone (or was this process)
+            await self.owner.start()
             mode = "resume" if row is not None else "start"
             (folder / SPEC_FILE).write_text(self._spec(mode).to_json(), encoding="utf-8")
             now = utcnow()
             await self.db.execute(
-                "INSERT INTO sim_runs(sim_id, folder, job_id, status, rounds_total, started_at, updated_at)"
-                " VALUES (?,?,?,?,?,?,?) ON CONFLICT(sim_id) DO UPDATE SET folder=excluded.folder,"
+                "INSERT INTO sim_runs(sim_id, folder, job_id, status, rounds_total, started_at, updated_at, owner)"
+                " VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(sim_id) DO UPDATE SET folder=excluded.folder,"
                 " job_id=coalesce(excluded.job_id, job_id), status='running', rounds_total=excluded.rounds_total,"
-                " error=NULL, updated_at=excluded.updated_at",
-                (sim_id, str(folder), job_id, "running", rounds_total, now, now))
+                " error=NULL, updated_at=excluded.updated_at, owner=excluded.owner",
+                (sim_id, str(folder), job_id, "running", rounds_total, now, now, self.owner.id))
             self._stopping.discard(sim_id)
             handle = await self.executor.start(sim_id, folder)
             await self._set(sim_id, pid=handle.pid)
@@ -351,6 +376,8 @@ class SimRuns:
         state = await self.get(sim_id)
         if state is None:
             raise JobError(f"simulation {sim_id} has not run yet")
+        if (where := await self.elsewhere(sim_id)) is not None:
+            raise JobError(f"simulation {sim_id} is {state.status} in {where}; interview its agents there")
         folder = Path(state.folder)
         if not any(platform_db(folder, p).exists() for p in PLATFORMS):
             raise JobError(f"simulation {sim_id} has no databases to reopen")
@@ -410,3 +437,5 @@ class SimRuns:
     async def close(self) -> None:
         for task in list(self._background.values()):
             task.cancel()
+        if self._owns_owner:
+            await self.owner.release()

@@ -10,6 +10,7 @@ import weakref
 
 from engine.config import Config
 from engine.db import Database
+from engine.owners import ProcessOwner
 from engine.sim import pipeline
 from engine.sim.run.executor import LocalExecutor
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
@@ -26,12 +27,13 @@ def settings_from(config: Config) -> RunSettings:
                        progress_interval_s=config.jobs.progress_interval_s)
 
 
-def runs_for(db: Database, config: Config) -> SimRuns:
-    """The run service of this database (one per bot process, created on first use)."""
+def runs_for(db: Database, config: Config, owner: ProcessOwner | None = None) -> SimRuns:
+    """The run service of this database (one per bot process, created on first use, with the
+    process's ``owner`` when given)."""
     runs = _services.get(db)
     if runs is None:
         llm = LLMTarget(config.llm.base_url, config.llm.model, config.llm.api_key_env, config.llm.timeout_s)
-        runs = _services[db] = SimRuns(db, LocalExecutor(), llm, settings_from(config))
+        runs = _services[db] = SimRuns(db, LocalExecutor(), llm, settings_from(config), owner)
     return runs
 
 

@@ -1,0 +1,226 @@
+"""Processes sharing one database: who owns a job or a run, when that owner counts as gone,
+and what another process may (and may not) do with its work.
+
+Each "process" here is its own database connection and its own ProcessOwner; a real other
+process stands in wherever a pid has to be alive or dead. The test with separate bot
+processes is tests/test_coexist.py."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from engine.db import open_database
+from engine.jobs import INTERRUPTED, RUNNING, JobError, JobRunner
+from engine.owners import Identity, ProcessOwner, process_start
+from engine.sim.run.executor import LocalExecutor
+from engine.sim.run.service import LLMTarget, SimRuns
+from tests.sim_fixture import make_sim_folder
+
+pytestmark = pytest.mark.timeout(60)
+HOST = socket.gethostname()
+LONG = 3600.0  # a lease no heartbeat renews during a test: only the test moves it
+
+
+@pytest.fixture
+async def two_dbs(config):
+    first, second = await open_database(config.db_path), await open_database(config.db_path)
+    yield first, second
+    await first.close()
+    await second.close()
+
+
+async def registered(db, identity: Identity, lease_s: float = LONG) -> ProcessOwner:
+    owner = ProcessOwner(db, lease_s, identity)
+    await owner.start()
+    return owner
+
+
+async def expire(db, owner: ProcessOwner) -> None:
+    """The owner stopped renewing (stalled, or on a host that went away) and its lease ran out."""
+    await db.execute("UPDATE owners SET lease_until = 0 WHERE id = ?", (owner.id,))
+
+
+async def test_an_owner_is_gone_once_its_lease_expires_or_its_process_ended(db):
+    me = await registered(db, Identity.of_this_process())
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        other = await registered(db, Identity(HOST, sleeper.pid, process_start(sleeper.pid), "live"))
+        assert not await me.gone(other.id)
+        assert "pid %d on %s" % (sleeper.pid, HOST) in await me.describe(other.id)
+        # the pid alive, but no longer the process start that registered
+        reused = await registered(db, Identity(HOST, sleeper.pid, "1", "reused"))
+        assert await me.gone(reused.id)
+        # alive but its lease ran out
+        await expire(db, other)
+        assert await me.gone(other.id)
+        await other.renew()
+        assert not await me.gone(other.id)
+        sleeper.kill()
+        sleeper.wait()
+        assert await me.gone(other.id)  # lease still valid, its pid has ended
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    # on another host the pid says nothing: the lease alone decides
+    far = await registered(db, Identity("far-away-host", 1, "", "far"))
+    assert not await me.gone(far.id)
+    await expire(db, far)
+    assert await me.gone(far.id)
+    # no row: released at a clean shutdown, or work recorded before owners existed
+    assert await me.gone("nobody:1:x") and await me.gone(None)
+    await me.release()
+    assert await far.gone(me.id)
+    for owner in (other, reused, far):
+        await owner.release()
+
+
+async def test_a_zombie_pid_counts_as_ended(db):
+    me = await registered(db, Identity.of_this_process())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    owner = await registered(db, Identity(HOST, child.pid, process_start(child.pid), "z"))
+    try:
+        async with asyncio.timeout(20):
+            while process_start(child.pid):  # exited but not yet reaped: a zombie
+                await asyncio.sleep(0.02)
+        assert await me.gone(owner.id)
+    finally:
+        child.wait()
+        await owner.release()
+        await me.release()
+
+
+def ticking_job(ticks: asyncio.Queue):
+    """A job that reports progress on every tick and never ends by itself."""
+    async def job(ctx):
+        while True:
+            await ctx.progress(None, f"tick {await ticks.get()}")
+    return job
+
+
+async def test_a_live_owners_job_is_left_alone_then_taken_over_once_it_is_gone(two_dbs):
+    db_a, db_b = two_dbs
+    owner_a = ProcessOwner(db_a, LONG)
+    runner_a, runner_b = JobRunner(db_a, owner=owner_a), JobRunner(db_b)
+    ticks_a, ticks_b = asyncio.Queue(), asyncio.Queue()  # what each process's job sees
+    runner_a.register("ticking", ticking_job(ticks_a))
+    runner_b.register("ticking", ticking_job(ticks_b))
+    seen_by_a = []
+    runner_a.subscribe(lambda e: seen_by_a.append((e.job.state, e.job.message)))
+    job = await runner_a.submit("ticking", {}, scope="s")
+    ticks_a.put_nowait(1)
+    async with asyncio.timeout(10):
+        while (await runner_b.get(job.id)).message != "tick 1":
+            await asyncio.sleep(0.02)
+
+    # B starts while A runs the job: nothing is recovered, B lists it as running
+    assert await runner_b.recover() == []
+    assert [(j.id, j.state) for j in await runner_b.list()] == [(job.id, RUNNING)]
+    with pytest.raises(JobError, match=r"is running in another bot process \(pid \d+ on .+\); it cannot be resumed"):
+        await runner_b.resume(job.id)
+    with pytest.raises(JobError, match="runs in another bot process .*; cancel it there"):
+        await runner_b.cancel(job.id)
+    assert (await runner_b.get(job.id)).state == RUNNING
+
+    # A stalls past its lease: B takes the job over as interrupted, and A's late write is fenced off
+    await expire(db_b, owner_a)
+    [taken] = await runner_b.recover()
+    assert (taken.id, taken.state, taken.owner) == (job.id, INTERRUPTED, runner_b.owner.id)
+    ticks_a.put_nowait(2)
+    async with asyncio.timeout(10):
+        while job.id in runner_a._tasks:
+            await asyncio.sleep(0.02)
+    assert seen_by_a[-1] == (INTERRUPTED, "taken over by another bot process")
+    row = await runner_b.get(job.id)
+    assert (row.state, row.message, row.owner) == (INTERRUPTED, "interrupted by a restart", runner_b.owner.id)
+
+    # B resumes it; A may not, now that B runs it
+    await runner_b.resume(job.id)
+    ticks_b.put_nowait(3)
+    async with asyncio.timeout(10):
+        while (await runner_a.get(job.id)).message != "tick 3":
+            await asyncio.sleep(0.02)
+    await owner_a.renew()  # A is back: B's job stays B's
+    with pytest.raises(JobError, match="cannot be resumed"):
+        await runner_a.resume(job.id)
+    await runner_b.shutdown()
+    await runner_a.shutdown()
+    await owner_a.release()
+    assert (await runner_b.get(job.id)).state == INTERRUPTED
+
+
+async def test_a_running_job_whose_process_is_gone_can_be_resumed_without_a_restart(two_dbs):
+    db_a, db_b = two_dbs
+    owner_a = ProcessOwner(db_a, LONG)
+    runner_a, runner_b = JobRunner(db_a, owner=owner_a), JobRunner(db_b)
+    ticks_a, ticks_b = asyncio.Queue(), asyncio.Queue()  # what each process's job sees
+    runner_a.register("ticking", ticking_job(ticks_a))
+    runner_b.register("ticking", ticking_job(ticks_b))
+    job = await runner_a.submit("ticking", {}, scope="s")
+    ticks_a.put_nowait(1)
+    async with asyncio.timeout(10):
+        while (await runner_b.get(job.id)).message != "tick 1":
+            await asyncio.sleep(0.02)
+    assert await runner_b.recover() == []  # B started while A was alive
+    await expire(db_b, owner_a)            # then A stopped renewing
+    resumed = await runner_b.resume(job.id)
+    assert resumed.owner == runner_b.owner.id
+    ticks_b.put_nowait(2)
+    async with asyncio.timeout(10):
+        while (await runner_b.get(job.id)).message != "tick 2":
+            await asyncio.sleep(0.02)
+    assert (await runner_b.get(job.id)).state == RUNNING
+    await runner_b.shutdown()
+    await runner_a.shutdown()  # A's own copy ends too, without overwriting B's record
+    await owner_a.release()
+    assert (await runner_b.get(job.id)).owner == runner_b.owner.id
+
+
+async def test_two_processes_resuming_the_same_job_at_once_run_it_once(two_dbs):
+    db_a, db_b = two_dbs
+    runner_a, runner_b = JobRunner(db_a), JobRunner(db_b)
+    ticks_a, ticks_b = asyncio.Queue(), asyncio.Queue()  # what each process's job sees
+    runner_a.register("ticking", ticking_job(ticks_a))
+    runner_b.register("ticking", ticking_job(ticks_b))
+    job = await runner_a.submit("ticking", {}, scope="s")
+    ticks_a.put_nowait(1)
+    async with asyncio.timeout(10):
+        while (await runner_b.get(job.id)).message != "tick 1":
+            await asyncio.sleep(0.02)
+    await runner_a.shutdown()
+    assert (await runner_b.get(job.id)).state == INTERRUPTED
+    outcomes = await asyncio.gather(runner_a.resume(job.id), runner_b.resume(job.id), return_exceptions=True)
+    errors = [o for o in outcomes if isinstance(o, Exception)]
+    assert len(errors) == 1 and isinstance(errors[0], JobError), outcomes
+    assert len(runner_a._tasks) + len(runner_b._tasks) == 1
+    await runner_a.shutdown()
+    await runner_b.shutdown()
+
+
+async def test_another_live_process_run_is_never_touched_nor_run_alongside(tmp_path, db):
+    folder = tmp_path / "sim"
+    make_sim_folder(folder, agents=2, rounds=2, sim_id="s1")
+    other = await registered(db, Identity.of_this_process())  # the bot process that runs s1
+    await db.execute(
+        "INSERT INTO sim_runs(sim_id, folder, status, rounds_total, started_at, updated_at, owner)"
+        " VALUES ('s1', ?, 'running', 2, 'now', 'now', ?)", (str(folder), other.id))
+    runs = SimRuns(db, LocalExecutor(), LLMTarget("http://127.0.0.1:9/v1", "fake-model"))
+    assert await runs.recover() == []
+    assert "another bot process" in await runs.elsewhere("s1")
+
+    async def progress(*_args, **_data):
+        pass
+    with pytest.raises(JobError, match="is running in another bot process .*cannot run here at the same time"):
+        await runs.run("s1", folder, progress)
+    with pytest.raises(JobError, match="is running in another bot process .*interview its agents there"):
+        await runs.interview("s1", None, "What now?")
+    assert (await runs.get("s1")).status == "running"
+
+    await other.release()  # its process is gone
+    assert await runs.elsewhere("s1") is None
+    assert await runs.recover() == ["s1"]
+    assert (await runs.get("s1")).status == "interrupted"
+    await runs.close()
