@@ -30,6 +30,7 @@ FEATURES = [
 ]
 
 MessageListener = Callable[[Incoming], Awaitable[None]]
+SettleHook = Callable[[str | None, str | None], Awaitable[None]]
 Hook = Callable[[], Awaitable[None]]
 ReadyHook = Callable[[str], Awaitable[None]]
 
@@ -41,6 +42,7 @@ class App:
         self.jobs = JobRunner(db, config.jobs.max_concurrent)
         self.commands = Registry()
         self.listeners: list[MessageListener] = []
+        self.settle_hooks: list[SettleHook] = []  # (scope, channel) -> once earlier messages are stored
         self.on_start: list[Hook] = []
         self.on_stop: list[Hook] = []
         self.on_ready: list[ReadyHook] = []  # fn(platform) once an adapter is connected
@@ -153,6 +155,7 @@ class App:
         if command.permission == "admin" and not msg.is_admin:
             await reply.error(f"/{command.name} needs an administrator of this server or chat.")
             return
+        await self.settled(msg.scope, msg.channel)  # the command sees every earlier message of its channel
         ctx = CommandContext(self, msg, args, reply)
         try:
             await command.handler(ctx)
@@ -161,6 +164,13 @@ class App:
         except Exception as err:
             log.exception("command /%s failed", command.name)
             await reply.error(f"/{command.name} failed: {type(err).__name__}. The error was logged.")
+
+    async def settled(self, scope: str | None = None, channel: str | None = None) -> None:
+        """Return once the plain messages handed to ``ingest`` before this call (of that channel;
+        all of them when None) are stored. ``ingest`` itself may return before that: listeners
+        queue messages and store them in batches."""
+        for hook in self.settle_hooks:
+            await hook(scope, channel)
 
     async def ingest(self, msg: Incoming) -> None:
         if await self.get_setting(msg.scope, msg.channel, "memory", "on") == "off":

@@ -73,9 +73,11 @@ async def test_memory_commands(tmp_path):
 
         assert "no longer remember" in await bob.say("/memory off")
         await bob.say("pandas merge is confusing")
+        await app.settled()  # plain messages are stored in batches, after handle returns
         assert sum(w.evidence for w in await engine.worlds("console:test")) == 4
         await bob.say("/memory on")
         await bob.say("pandas merge is confusing")
+        await app.settled()
         assert sum(w.evidence for w in await engine.worlds("console:test")) == 5
 
         assert "nothing to confirm" in await bob.say("/forget confirm")

@@ -1,5 +1,8 @@
 """Memory commands (/worlds, /world, /recall, /ask, /forget, /memory) and the listener that
-remembers every plain message of channels that have not opted out."""
+remembers every plain message of channels that have not opted out.
+
+Messages go through an IngestQueue (engine.memory.ingest_queue): stored in batches, in order,
+with backpressure; commands wait for their channel's earlier messages (``App.settled``)."""
 from __future__ import annotations
 
 import time
@@ -10,6 +13,7 @@ from bot.neutral import Incoming
 from engine.embedder import Embedder
 from engine.llm.errors import LLMError
 from engine.memory import MemoryEngine, MemoryMessage, RecallResult, WorldInfo
+from engine.memory.ingest_queue import IngestQueue
 from engine.memory.models import Belief, Evidence
 
 CONFIRM_WINDOW_S = 60.0
@@ -59,6 +63,8 @@ def setup(app) -> None:
     embedder = Embedder.from_config(cfg.embedder)
     engine = MemoryEngine(app.db, embedder, cfg.memory)
     app.services["memory"] = engine
+    queue = IngestQueue(engine, cfg.memory.ingest_queue_max, cfg.memory.ingest_batch_max,
+                        cfg.memory.ingest_batch_wait_ms)
     reg = app.commands
     pending_forget: dict[tuple[str, str, str], tuple[str | None, float]] = {}
 
@@ -66,8 +72,10 @@ def setup(app) -> None:
         engine.llm = app.services.get("llm")
         embedder.warm()  # load the model in the background; /help does not wait
         await engine.start()
+        queue.start()
 
     async def stop() -> None:
+        await queue.close()
         await engine.close()
         await embedder.settle()
 
@@ -79,10 +87,10 @@ def setup(app) -> None:
             return
         if await app.get_setting(msg.scope, msg.channel, OPT_OUT_KEY) == "off":
             return
-        await engine.ingest(MemoryMessage(msg.scope, msg.channel, msg.message_id, msg.author_name,
-                                          msg.text, msg.ts))
+        await queue.put(MemoryMessage(msg.scope, msg.channel, msg.message_id, msg.author_name, msg.text, msg.ts))
 
     app.listeners.append(remember)
+    app.settle_hooks.append(queue.settled)
 
     @reg.command("worlds", "The topic worlds remembered here", group="memory")
     async def worlds(ctx: CommandContext) -> None:
