@@ -6,6 +6,8 @@ and answered with follow-ups; refusals and errors are ephemeral. Job progress go
 ``app.outlets['discord']``: a normal channel message edited at a throttled rate, because
 interaction tokens die after 15 minutes. Commands reach Discord only when synced on demand
 (``python -m bot discord sync`` or the owner's ``!sync`` message), never on every start.
+Messages said while the bot was away are read back from history on every (re)connect
+(bot.adapters.discord_backfill).
 discord.py handles Discord's rate-limit buckets itself.
 """
 from __future__ import annotations
@@ -25,6 +27,7 @@ from discord.gateway import DiscordWebSocket
 from discord.http import Route
 from discord.utils import MISSING
 
+from bot.adapters.discord_backfill import Backfill
 from bot.app import App
 from bot.commands.registry import Command
 from bot.neutral import Attachment, Incoming, Reply, Sent, human_size
@@ -194,7 +197,9 @@ class DiscordAdapter:
         for command in app.commands.commands.values():
             self.tree.add_command(build_app_command(command, self.invoke))
         self.client.event(self.on_ready)
+        self.client.event(self.on_resumed)
         self.client.event(self.on_message)
+        self.backfill = Backfill(app, self.client, self.cfg.backfill_max_messages)
         self._announced = False
 
     def outgoing_dir(self) -> Path:
@@ -229,6 +234,10 @@ class DiscordAdapter:
         if not self._announced:
             self._announced = True
             await self.app.platform_ready("discord")
+        await self.backfill.run()  # on every connect: what was said while the bot was away
+
+    async def on_resumed(self) -> None:
+        await self.backfill.run()  # the gateway does not replay what was missed while disconnected
 
     async def on_message(self, message: discord.Message) -> None:
         if message.author.bot or message.webhook_id is not None:
