@@ -50,6 +50,7 @@ class App:
         self.services: dict[str, Any] = {}  # engine services features share (memory, llm, sims)
         self.outlets: dict[str, Callable[[str, str], Reply]] = {}  # platform -> (scope, channel) -> Reply
         self.background: set = set()  # tasks that follow jobs; kept so they are not collected
+        self._settings: dict[tuple[str, str, str], str | None] = {}  # (scope, channel, key) -> value
         self.jobs.subscribe(self._follow_new_jobs)
 
     @classmethod
@@ -111,15 +112,20 @@ class App:
     # -- settings ----------------------------------------------------------------------
 
     async def get_setting(self, scope: str, channel: str, key: str, default: str | None = None) -> str | None:
-        return await self.db.fetchval(
-            "SELECT value FROM channel_settings WHERE scope=? AND channel=? AND key=?",
-            (scope, channel, key), default=default)
+        # Cached: every incoming message reads one, and only set_setting writes them.
+        wanted = (scope, channel, key)
+        if wanted not in self._settings:
+            self._settings[wanted] = await self.db.fetchval(
+                "SELECT value FROM channel_settings WHERE scope=? AND channel=? AND key=?", wanted)
+        value = self._settings[wanted]
+        return default if value is None else value
 
     async def set_setting(self, scope: str, channel: str, key: str, value: str) -> None:
         await self.db.execute(
             "INSERT INTO channel_settings(scope, channel, key, value) VALUES (?,?,?,?)"
             " ON CONFLICT(scope, channel, key) DO UPDATE SET value=excluded.value",
             (scope, channel, key, value))
+        self._settings[(scope, channel, key)] = value
 
     # -- dispatch ----------------------------------------------------------------------
 

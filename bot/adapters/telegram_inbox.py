@@ -24,15 +24,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import warnings
 from datetime import datetime, timezone
 from typing import Awaitable, Callable, Sequence
 
 from telegram import Bot, Update
 from telegram.error import InvalidToken, TelegramError
+from telegram.warnings import PTBUserWarning
 
 from engine.db import Database
 
 log = logging.getLogger(__name__)
+# The raw getUpdates call (see TelegramInbox._fetch) is deliberate: PTB's advice to use
+# Bot.get_updates instead would cost two conversions of every update.
+warnings.filterwarnings("ignore", message=r"Please use 'Bot\.getUpdates'", category=PTBUserWarning)
 
 BATCH_LIMIT = 100          # updates per getUpdates (the Bot API's maximum)
 RETRY_MAX_S = 30.0         # longest wait between failed getUpdates calls
@@ -63,8 +68,7 @@ class TelegramInbox:
                                         (self.bot_id,))
         failures = 0
         while not stop.is_set():
-            fetch = asyncio.ensure_future(self.bot.get_updates(
-                offset=offset, limit=BATCH_LIMIT, timeout=self.poll_timeout, allowed_updates=self.allowed_updates))
+            fetch = asyncio.ensure_future(self._fetch(offset))
             stopper = asyncio.ensure_future(stop.wait())
             await asyncio.wait([fetch, stopper], return_when=asyncio.FIRST_COMPLETED)
             stopper.cancel()
@@ -89,9 +93,17 @@ class TelegramInbox:
             if not updates:
                 continue
             rows = await self._store(updates)
-            offset = max(u.update_id for u in updates) + 1  # the next call confirms them: they are stored
+            offset = max(u["update_id"] for u in updates) + 1  # the next call confirms them: they are stored
             await self._handle_rows(rows)
         await self.close()
+
+    async def _fetch(self, offset: int | None) -> list[dict]:
+        """One getUpdates long poll, as the Bot API's JSON: stored as received and parsed once, when
+        handled (``bot.get_updates`` would parse every update, and storing it would serialise it again)."""
+        params = {"limit": BATCH_LIMIT, "timeout": self.poll_timeout, "allowed_updates": self.allowed_updates}
+        if offset is not None:
+            params["offset"] = offset
+        return await self.bot.do_api_request("getUpdates", api_kwargs=params, read_timeout=self.poll_timeout + 10)
 
     async def close(self) -> None:
         """Wait for the handlers still running (their rows are deleted when they finish)."""
@@ -105,7 +117,7 @@ class TelegramInbox:
             log.info("telegram: handling %d updates stored before the last stop", len(rows))
         return [(r["update_id"], r["payload"]) for r in rows]
 
-    async def _store(self, updates: Sequence[Update]) -> list[tuple[int, str]]:
+    async def _store(self, updates: list[dict]) -> list[tuple[int, str]]:
         """Write the updates not stored before into the inbox, in one transaction; returns them."""
         now = datetime.now(timezone.utc).isoformat()
         async with self.db.transaction() as conn:
@@ -113,8 +125,8 @@ class TelegramInbox:
                                     (self.bot_id,)) as cur:
                 row = await cur.fetchone()
             last = row[0] if row else -1
-            fresh = sorted((u for u in updates if u.update_id > last), key=lambda u: u.update_id)
-            rows = [(u.update_id, u.to_json()) for u in fresh]
+            fresh = sorted((u for u in updates if u["update_id"] > last), key=lambda u: u["update_id"])
+            rows = [(u["update_id"], json.dumps(u)) for u in fresh]
             await conn.executemany(
                 "INSERT OR IGNORE INTO telegram_inbox(bot_id, update_id, payload, received_at) VALUES (?,?,?,?)",
                 [(self.bot_id, uid, payload, now) for uid, payload in rows])

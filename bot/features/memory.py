@@ -84,9 +84,7 @@ def setup(app) -> None:
 
     async def remember(msg: Incoming) -> None:
         if not cfg.memory.enabled or not msg.text.strip():
-            return
-        if await app.get_setting(msg.scope, msg.channel, OPT_OUT_KEY) == "off":
-            return
+            return  # App.ingest does not call listeners of a channel switched off (OPT_OUT_KEY)
         await queue.put(MemoryMessage(msg.scope, msg.channel, msg.message_id, msg.author_name, msg.text, msg.ts))
 
     app.listeners.append(remember)
