@@ -2,8 +2,8 @@
 
 Polling is bot.adapters.telegram_inbox: each update is stored before Telegram is told it
 arrived, so a crash loses nothing. Plain messages are handed to memory in order; each command
-runs in its own task, so a long command in one chat never holds up another. Text goes out as HTML with everything
-escaped; `code` spans become <code>. Outgoing calls pass PTB's AIORateLimiter (per-chat and
+runs in its own task, so a long command in one chat never holds up another. Text goes out as
+HTML with everything escaped; `code` spans become <code>. Outgoing calls pass PTB's AIORateLimiter (per-chat and
 overall limits; it retries only on 429 flood-waits, when nothing was posted, so nothing is
 posted twice). Attachments: the document sent with the command as caption, or the document
 the command replies to. Bots may download at most 20 MB from the cloud Bot API.
