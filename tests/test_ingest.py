@@ -115,6 +115,33 @@ async def test_a_full_queue_makes_the_producer_wait_and_drops_nothing(tmp_path):
         await close_engine(db, engine)
 
 
+async def test_a_command_waits_for_its_own_channel_only(tmp_path):
+    db, engine = await open_engine(tmp_path / "q.sqlite3")
+    queue = IngestQueue(engine, max_pending=100, batch_max=4, batch_wait_ms=0)
+    queue.start()
+    busy, quiet = Chat(channel="busy"), Chat(channel="quiet")
+    try:
+        async with db.transaction():  # hold the worker on its first batch
+            for i in range(12):
+                await queue.put(busy.msg(f"busy channel message {i} about the tram strike"))
+            await wait_until(lambda: queue.pending == 8, 30, "the first batch taken")
+            for i in range(2):
+                await queue.put(quiet.msg(f"quiet channel message {i} about gardening"))
+            waiting = asyncio.create_task(queue.settled(quiet.scope, "quiet"))
+            for _ in range(20):
+                await asyncio.sleep(0)
+            assert not waiting.done()
+        await waiting
+        stored_now = [r["channel"] for r in await db.fetchall("SELECT channel FROM memory_messages")]
+        assert stored_now.count("quiet") == 2 and stored_now.count("busy") < 12  # it jumped the busy backlog
+        await queue.settled()
+        rows = await db.fetchall("SELECT channel, message_id FROM memory_messages ORDER BY id")
+        assert [r["message_id"] for r in rows if r["channel"] == "busy"] == [f"test:1-{n}" for n in range(1, 13)]
+    finally:
+        await queue.close()
+        await close_engine(db, engine)
+
+
 async def test_kill_9_mid_burst_then_restart_loses_and_duplicates_nothing(tmp_path):
     """The real bot process on the Telegram fake, killed while confirmed updates were not yet in
     memory; after a restart every message is remembered exactly once."""

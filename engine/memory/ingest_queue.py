@@ -8,10 +8,10 @@ embedding runs off the event loop (``Embedder.embed``), so commands are answered
 
 Backpressure: at most ``max_pending`` messages wait; ``put`` on a full queue waits for room, so
 a producer that can hold its input back (Telegram polling) simply fetches later and nothing is
-dropped. The queue is first in, first out, so a channel's messages are stored in the order
-they were put; ``settled(scope, channel)`` returns once every message of that channel put
-before the call is stored (a command waits for it, so it sees all earlier messages), and
-``settled()`` once every message put before the call is.
+dropped. Each channel's messages are stored in the order they were put.
+``settled(scope, channel)`` returns once every message of that channel put before the call is
+stored (a command waits for it, so it sees all earlier messages; that channel's messages go
+first meanwhile), and ``settled()`` once every message put before the call is.
 
 A batch that fails is retried once, then message by message; a message that still fails alone
 is logged and skipped, so one bad message never wedges the queue.
@@ -28,19 +28,22 @@ from engine.memory.models import MemoryMessage
 log = logging.getLogger(__name__)
 
 
+Key = tuple[str, str]   # (scope, channel)
+
+
 class IngestQueue:
     def __init__(self, engine, max_pending: int = 2000, batch_max: int = 256, batch_wait_ms: float = 20.0):
         self.engine = engine  # MemoryEngine, or anything with ``async ingest_many(list)``
         self.max_pending = max_pending
         self.batch_max = batch_max
         self.batch_wait_s = batch_wait_ms / 1000.0
-        self._waiting: deque[tuple[int, MemoryMessage]] = deque()
-        self._put_seq = 0           # sequence number of the last message put
-        self._done_seq = 0          # every message up to this one has been handled
-        self._last_of: dict[tuple[str, str], int] = {}  # (scope, channel) -> seq of its last message put
+        self._waiting: deque[MemoryMessage] = deque()
+        self._put: dict[Key, int] = {}      # messages put, per channel
+        self._done: dict[Key, int] = {}     # of those, handled (stored, or skipped after failing)
+        self._urgent: dict[Key, int] = {}   # channels a command waits for -> how many wait
         self._changed = asyncio.Condition()
         self._worker: asyncio.Task | None = None
-        self.batches = 0            # batches ingested (for logs and benchmarks)
+        self.batches = 0                    # batches ingested (for logs and benchmarks)
 
     def start(self) -> None:
         if self._worker is None:
@@ -65,25 +68,55 @@ class IngestQueue:
         """Queue one message; waits while ``max_pending`` messages are already waiting."""
         async with self._changed:
             await self._changed.wait_for(lambda: len(self._waiting) < self.max_pending)
-            self._put_seq += 1
-            self._waiting.append((self._put_seq, message))
-            self._last_of[(message.scope, message.channel)] = self._put_seq
+            key = (message.scope, message.channel)
+            self._waiting.append(message)
+            self._put[key] = self._put.get(key, 0) + 1
             self._changed.notify_all()
 
     async def settled(self, scope: str | None = None, channel: str | None = None) -> None:
-        """Return once the messages put before this call (of ``scope``/``channel`` when given) are stored."""
-        target = self._put_seq if scope is None else self._last_of.get((scope, channel or ""), 0)
-        if self._done_seq >= target:
+        """Return once the messages put before this call (of ``scope``/``channel`` when given) are
+        stored. A channel waited for goes first in the next batch, so a command in a busy channel
+        waits for that channel's messages only, not for every chat's backlog."""
+        keys = list(self._put) if scope is None else [(scope, channel or "")]
+        targets = {k: self._put.get(k, 0) for k in keys if self._done.get(k, 0) < self._put.get(k, 0)}
+        if not targets:
             return
-        async with self._changed:
-            await self._changed.wait_for(lambda: self._done_seq >= target)
+        urgent = scope is not None
+        if urgent:
+            for key in targets:
+                self._urgent[key] = self._urgent.get(key, 0) + 1
+        try:
+            async with self._changed:
+                await self._changed.wait_for(lambda: all(self._done.get(k, 0) >= n for k, n in targets.items()))
+        finally:
+            if urgent:
+                for key in targets:
+                    self._urgent[key] -= 1
+                    if not self._urgent[key]:
+                        del self._urgent[key]
+
+    def _take(self) -> list[MemoryMessage]:
+        """The next batch: the waiting messages of channels a command waits for first, then the
+        oldest others; each channel's messages keep their order."""
+        batch: list[MemoryMessage] = []
+        if self._urgent:
+            rest: deque[MemoryMessage] = deque()
+            for message in self._waiting:
+                if len(batch) < self.batch_max and (message.scope, message.channel) in self._urgent:
+                    batch.append(message)
+                else:
+                    rest.append(message)
+            self._waiting = rest
+        while self._waiting and len(batch) < self.batch_max:
+            batch.append(self._waiting.popleft())
+        return batch
 
     async def _run(self) -> None:
         while True:
             async with self._changed:
                 await self._changed.wait_for(lambda: bool(self._waiting))
             deadline = time.monotonic() + self.batch_wait_s
-            while len(self._waiting) < self.batch_max:  # let a burst gather into one batch
+            while len(self._waiting) < self.batch_max and not self._urgent:  # let a burst gather
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
@@ -92,15 +125,15 @@ class IngestQueue:
                         await asyncio.wait_for(self._changed.wait(), left)
                     except asyncio.TimeoutError:
                         break
-            batch = [self._waiting.popleft() for _ in range(min(self.batch_max, len(self._waiting)))]
             async with self._changed:
+                batch = self._take()
                 self._changed.notify_all()  # room for producers while this batch is stored
-            await self._ingest([m for _, m in batch])
+            await self._ingest(batch)
             self.batches += 1
             async with self._changed:
-                self._done_seq = batch[-1][0]
-                for key in [k for k, seq in self._last_of.items() if seq <= self._done_seq]:
-                    del self._last_of[key]
+                for message in batch:
+                    key = (message.scope, message.channel)
+                    self._done[key] = self._done.get(key, 0) + 1
                 self._changed.notify_all()
 
     async def _ingest(self, messages: list[MemoryMessage]) -> None:
