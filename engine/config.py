@@ -172,7 +172,7 @@ class MemorySection(Section):
     # up to ingest_batch_max messages, gathered for up to ingest_batch_wait_ms after the first;
     # a full queue (ingest_queue_max waiting) makes the chat adapters wait before taking more.
     ingest_queue_max: int = Field(2000, ge=1)
-    ingest_batch_max: int = Field(256, ge=1, le=4096)
+    ingest_batch_max: int = Field(64, ge=1, le=4096)
     ingest_batch_wait_ms: float = Field(20.0, ge=0.0, le=10_000.0)
     # hnswlib parameters of the per-scope centroid index.
     index_m: int = Field(16, ge=4, le=128)

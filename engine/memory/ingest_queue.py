@@ -32,7 +32,7 @@ Key = tuple[str, str]   # (scope, channel)
 
 
 class IngestQueue:
-    def __init__(self, engine, max_pending: int = 2000, batch_max: int = 256, batch_wait_ms: float = 20.0):
+    def __init__(self, engine, max_pending: int = 2000, batch_max: int = 64, batch_wait_ms: float = 20.0):
         self.engine = engine  # MemoryEngine, or anything with ``async ingest_many(list)``
         self.max_pending = max_pending
         self.batch_max = batch_max
@@ -96,8 +96,8 @@ class IngestQueue:
                         del self._urgent[key]
 
     def _take(self) -> list[MemoryMessage]:
-        """The next batch: the waiting messages of channels a command waits for first, then the
-        oldest others; each channel's messages keep their order."""
+        """The next batch: the waiting messages of the channels a command waits for, alone (a
+        smaller batch is stored sooner); otherwise the oldest. Each channel keeps its order."""
         batch: list[MemoryMessage] = []
         if self._urgent:
             rest: deque[MemoryMessage] = deque()
@@ -107,8 +107,9 @@ class IngestQueue:
                 else:
                     rest.append(message)
             self._waiting = rest
-        while self._waiting and len(batch) < self.batch_max:
-            batch.append(self._waiting.popleft())
+        if not batch:
+            while self._waiting and len(batch) < self.batch_max:
+                batch.append(self._waiting.popleft())
         return batch
 
     async def _run(self) -> None:
