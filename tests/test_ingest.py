@@ -8,6 +8,7 @@ import sqlite3
 import pytest
 
 from bot.adapters import telegram_adapter
+from bot.adapters.telegram_inbox import TelegramInbox
 from engine.memory.ingest_queue import IngestQueue
 from tests.bot_process import kill_9, start_bot, stop, stored, wait_until, write_config
 from tests.chat_helpers import make_app
@@ -87,6 +88,58 @@ async def test_a_redelivered_update_is_stored_once(tg):
 def _inbox_rows(app) -> list:
     with sqlite3.connect(app.config.db_path) as conn:
         return conn.execute("SELECT update_id FROM telegram_inbox").fetchall()
+
+
+async def test_updates_are_stored_before_confirmed_and_a_blocked_handler_stops_polling(db):
+    """The inbox on its own, with the real Bot: while the handler waits (memory's queue is full),
+    nothing more is fetched or confirmed; a crash then loses nothing, and the next start handles
+    what was left, in order, before it polls again."""
+    from telegram import Bot
+
+    server = await FakeTelegram(TOKEN).start()
+    bot = Bot(TOKEN, base_url=server.base_url)
+    await bot.initialize()
+    gate, handled = asyncio.Event(), []
+
+    async def blocked(update):
+        handled.append(update.update_id)
+        await gate.wait()
+
+    async def free(update):
+        handled.append(update.update_id)
+
+    async def no_messages_pending():
+        return None
+
+    def inbox(handle):
+        return TelegramInbox(db, bot, handle, lambda update: False, no_messages_pending, 1, ["message"])
+
+    try:
+        for i in range(5):
+            server.push_message(-500, f"message {i}")
+        first = asyncio.create_task(inbox(blocked).run(asyncio.Event()))
+        await wait_until(lambda: handled == [1], 30, "the first update handed over")
+        assert [r[0] for r in await db.fetchall("SELECT update_id FROM telegram_inbox ORDER BY update_id")] \
+            == [1, 2, 3, 4, 5]  # all stored before any was confirmed
+        server.push_message(-500, "message 5")
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert server.confirmed == [] and handled == [1]  # no further getUpdates while the handler waits
+        first.cancel()  # the process dies here
+        await asyncio.gather(first, return_exceptions=True)
+
+        handled.clear()
+        stop_event = asyncio.Event()
+        second = asyncio.create_task(inbox(free).run(stop_event))
+        await wait_until(lambda: len(handled) == 6, 30, "every update handled")
+        assert handled == [1, 2, 3, 4, 5, 6]  # what was left first, in order; none twice
+        await wait_until(lambda: len(server.confirmed) == 6, 30, "every update confirmed")
+        stop_event.set()
+        await asyncio.wait_for(second, 30)
+        assert await db.fetchall("SELECT update_id FROM telegram_inbox") == []
+    finally:
+        await bot.shutdown()
+        await server.stop()
 
 
 async def test_a_full_queue_makes_the_producer_wait_and_drops_nothing(tmp_path):
