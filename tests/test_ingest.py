@@ -168,6 +168,23 @@ async def test_a_full_queue_makes_the_producer_wait_and_drops_nothing(tmp_path):
         await close_engine(db, engine)
 
 
+async def test_a_batch_spanning_scopes_is_written_in_one_transaction(tmp_path):
+    db, engine = await open_engine(tmp_path / "t.sqlite3")
+    statements: list[str] = []
+    try:
+        chats = [Chat(scope=f"test:{n}") for n in range(3)]
+        batch = [chat.msg(f"message {i} of scope {chat.scope} about the night trains") for i in range(5)
+                 for chat in chats]
+        await db.conn.set_trace_callback(statements.append)
+        await engine.ingest_many(batch)
+        await db.conn.set_trace_callback(None)
+        assert [s.split()[0].upper() for s in statements if s.split()[0].upper() in ("BEGIN", "COMMIT")] \
+            == ["BEGIN", "COMMIT"]
+        assert await db.fetchval("SELECT count(*) FROM memory_messages") == 15
+    finally:
+        await close_engine(db, engine)
+
+
 async def test_a_command_waits_for_its_own_channel_only(tmp_path):
     db, engine = await open_engine(tmp_path / "q.sqlite3")
     queue = IngestQueue(engine, max_pending=100, batch_max=4, batch_wait_ms=0)

@@ -8,7 +8,8 @@ oldest first, at most ``[discord] backfill_max_messages`` messages per channel, 
 message goes through ``App.ingest`` like a live one (memory skips what it already holds, so a
 message both backfilled and received live is stored once). discord.py paces the history
 requests by Discord's rate limits. Runs never overlap: a reconnect during a backfill waits for
-it, then starts from what it stored.
+it, then starts from what it stored. A live message that arrives while its channel is being
+backfilled may be stored before the older ones read back.
 """
 from __future__ import annotations
 
