@@ -37,6 +37,7 @@ FEATURES = [
 MEMORY_SETTING = "memory"  # channel setting: 'off' = plain messages are not remembered
 
 MessageListener = Callable[[Incoming], Awaitable[None]]
+SettleHook = Callable[[str | None, str | None], Awaitable[None]]
 Hook = Callable[[], Awaitable[None]]
 ReadyHook = Callable[[str], Awaitable[None]]
 AudienceHook = Callable[[str, dict[str, str]], Awaitable[object]]
@@ -51,6 +52,7 @@ class App:
         self.jobs = JobRunner(db, config.jobs.max_concurrent, self.owner)
         self.commands = Registry()
         self.listeners: list[MessageListener] = []
+        self.settle_hooks: list[SettleHook] = []  # (scope, channel) -> once earlier messages are stored
         self.on_start: list[Hook] = []
         self.on_stop: list[Hook] = []
         self.on_ready: list[ReadyHook] = []  # fn(platform) once an adapter is connected
@@ -59,6 +61,7 @@ class App:
         self.services: dict[str, Any] = {}  # engine services features share (memory, llm, sims)
         self.adapters = Adapters()
         self.background: set = set()  # tasks that follow jobs; kept so they are not collected
+        self._settings: dict[tuple[str, str, str], str | None] = {}  # (scope, channel, key) -> value
         self.jobs.subscribe(self._follow_new_jobs)
 
     @classmethod
@@ -130,15 +133,20 @@ class App:
     # -- settings ----------------------------------------------------------------------
 
     async def get_setting(self, scope: str, channel: str, key: str, default: str | None = None) -> str | None:
-        return await self.db.fetchval(
-            "SELECT value FROM channel_settings WHERE scope=? AND channel=? AND key=?",
-            (scope, channel, key), default=default)
+        # Cached: every incoming message reads one, and only set_setting writes them.
+        wanted = (scope, channel, key)
+        if wanted not in self._settings:
+            self._settings[wanted] = await self.db.fetchval(
+                "SELECT value FROM channel_settings WHERE scope=? AND channel=? AND key=?", wanted)
+        value = self._settings[wanted]
+        return default if value is None else value
 
     async def set_setting(self, scope: str, channel: str, key: str, value: str) -> None:
         await self.db.execute(
             "INSERT INTO channel_settings(scope, channel, key, value) VALUES (?,?,?,?)"
             " ON CONFLICT(scope, channel, key) DO UPDATE SET value=excluded.value",
             (scope, channel, key, value))
+        self._settings[(scope, channel, key)] = value
 
     # -- dispatch ----------------------------------------------------------------------
 
@@ -187,6 +195,7 @@ class App:
             await reply.error(refusal)
             return
         await reply.accept()
+        await self.settled(msg.scope, msg.channel)  # the command sees every earlier message of its channel
         if not await self._fetch_attachments(args, reply):
             return
         try:
@@ -208,6 +217,13 @@ class App:
                     if att.path is None:
                         return False
         return True
+
+    async def settled(self, scope: str | None = None, channel: str | None = None) -> None:
+        """Return once the plain messages handed over before this call (of that channel; all of
+        them when None) are stored. Remembering may return before that: listeners queue messages
+        and store them in batches."""
+        for hook in self.settle_hooks:
+            await hook(scope, channel)
 
     async def _remember(self, msg: Incoming) -> None:
         if await self.get_setting(msg.scope, msg.channel, MEMORY_SETTING, "on") == "off":

@@ -169,6 +169,12 @@ class MemorySection(Section):
     topic_refresh_growth: float = Field(2.0, gt=1.0)
     topic_keywords: int = Field(3, ge=1, le=10)
     topic_delay_s: float = Field(10.0, ge=0.0)  # renaming waits this long after growth, batching it
+    # Incoming chat messages wait in a bounded queue and are embedded and stored in batches:
+    # up to ingest_batch_max messages, gathered for up to ingest_batch_wait_ms after the first;
+    # a full queue (ingest_queue_max waiting) makes the chat adapters wait before taking more.
+    ingest_queue_max: int = Field(2000, ge=1)
+    ingest_batch_max: int = Field(64, ge=1, le=4096)
+    ingest_batch_wait_ms: float = Field(20.0, ge=0.0, le=10_000.0)
     # hnswlib parameters of the per-scope centroid index.
     index_m: int = Field(16, ge=4, le=128)
     index_ef_construction: int = Field(400, ge=10)
@@ -183,6 +189,9 @@ class DiscordSection(Section):
     owner_ids: list[str] = []         # users allowed the !sync owner command; empty: the app owner
     max_upload_mb: float = Field(10.0, gt=0)
     max_download_mb: float = Field(25.0, gt=0)
+    # On connect and reconnect, messages missed while away are read back from each remembered
+    # channel's history, oldest first, at most this many per channel (0: no backfill).
+    backfill_max_messages: int = Field(1000, ge=0)
     api_base: str = ""                # REST base override (a local fake in tests)
     gateway_url: str = ""             # gateway override (a local fake in tests)
 

@@ -74,10 +74,12 @@ async def test_memory_commands(tmp_path):
         assert "only an administrator may use /memory." in await bob.say("/memory off")
         assert "no longer remember" in await admin.say("/memory off")
         await bob.say("pandas merge is confusing")
+        await app.settled()  # plain messages are stored in batches, after handle returns
         assert sum(w.evidence for w in await engine.worlds("console:test")) == 4
         await admin.say("/memory on")
         await bob.say("pandas merge is confusing")
         await admin.say("numpy arrays and pandas frames share their dtypes")
+        await app.settled()
         assert sum(w.evidence for w in await engine.worlds("console:test")) == 6
 
         # any member forgets their own messages, in every channel; other people's stay

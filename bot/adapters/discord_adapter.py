@@ -8,6 +8,8 @@ are the server owner, members with Manage Server and holders of ``[discord] admi
 Job progress goes through ``reply_to``: a normal channel message edited at a throttled rate,
 because interaction tokens die after 15 minutes. Commands reach Discord only when synced on
 demand (``python -m bot discord sync`` or the owner's ``!sync`` message), never on every start.
+Messages said while the bot was away are read back from history on every (re)connect
+(bot.adapters.discord_backfill).
 discord.py handles Discord's rate-limit buckets itself.
 Every message and command carries its channel's audience (bot/adapters/discord_audience.py), and
 the audiences of a server's channels are reported again when the bot connects and whenever
@@ -32,6 +34,7 @@ from discord.utils import MISSING
 
 from bot.adapters.base import Adapter
 from bot.adapters.discord_audience import audience_of, guild_audiences
+from bot.adapters.discord_backfill import Backfill
 from bot.app import App
 from bot.commands.registry import Command
 from bot.neutral import Attachment, Conventions, Incoming, Reply, Sent, human_size
@@ -213,10 +216,12 @@ class DiscordAdapter(Adapter):
         for command in app.commands.commands.values():
             self.tree.add_command(build_app_command(command, self.invoke))
         self.client.event(self.on_ready)
+        self.client.event(self.on_resumed)
         self.client.event(self.on_message)
         for event in (self.on_guild_join, self.on_guild_available, self.on_guild_channel_update,
                       self.on_guild_role_create, self.on_guild_role_update, self.on_guild_role_delete):
             self.client.event(event)
+        self.backfill = Backfill(self, self.cfg.backfill_max_messages)
         self._announced = False
         self._ready = False
 
@@ -261,6 +266,10 @@ class DiscordAdapter(Adapter):
         if not self._announced:
             self._announced = True
             await self.app.platform_ready("discord")
+        await self.backfill.run()  # on every connect: what was said while the bot was away
+
+    async def on_resumed(self) -> None:
+        await self.backfill.run()  # the gateway does not replay what was missed while disconnected
 
     # -- who can read which channel ---------------------------------------------------------
 
@@ -302,13 +311,16 @@ class DiscordAdapter(Adapter):
             return
         if not self.cfg.message_content or not message.content.strip():
             return  # without the Message Content intent only commands work
+        await self.app.dispatch(self.incoming(message), ChannelReply(self, message.channel.id))
+
+    def incoming(self, message: discord.Message) -> Incoming:
+        """A channel message (live or read back from history) as the app takes it."""
         guild_id = message.guild.id if message.guild else None
-        await self.app.dispatch(Incoming(
+        return Incoming(
             platform="discord", scope=self.scope_of(guild_id, message.author.id), channel=str(message.channel.id),
             author_id=str(message.author.id), author_name=message.author.display_name, text=message.content,
             message_id=str(message.id), ts=message.created_at, conventions=self.conventions,
-            audience=audience_of(message.channel) if message.guild else PUBLIC),
-            ChannelReply(self, message.channel.id))
+            audience=audience_of(message.channel) if message.guild else PUBLIC)
 
     async def is_owner(self, user: discord.abc.User) -> bool:
         if self.cfg.owner_ids:

@@ -1,8 +1,9 @@
 """Telegram through python-telegram-bot v22: polling, every registered command, progress edits.
 
-Each update runs in its own task (``concurrent_updates`` and non-blocking handlers), so a
-long command in one chat never holds up another. Text goes out as HTML with everything
-escaped; `code` spans become <code>. Outgoing calls pass PTB's AIORateLimiter (per-chat and
+Polling is bot.adapters.telegram_inbox: each update is stored before Telegram is told it
+arrived, so a crash loses nothing. Plain messages are handed to memory in order; each command
+runs in its own task, so a long command in one chat never holds up another. Text goes out as
+HTML with everything escaped; `code` spans become <code>. Outgoing calls pass PTB's AIORateLimiter (per-chat and
 overall limits; it retries only on 429 flood-waits, when nothing was posted, so nothing is
 posted twice). Attachments: the document sent with the command as caption, or the document
 the command replies to, downloaded only once the command is allowed to run. Bots may download
@@ -20,9 +21,10 @@ from pathlib import Path
 from telegram import BotCommand, Message, Update
 from telegram.constants import ChatMemberStatus, ChatType, ParseMode
 from telegram.error import BadRequest, TelegramError
-from telegram.ext import AIORateLimiter, Application, ContextTypes, MessageHandler, filters
+from telegram.ext import AIORateLimiter, Application
 
 from bot.adapters.base import Adapter
+from bot.adapters.telegram_inbox import TelegramInbox
 from bot.app import App
 from bot.neutral import Attachment, Conventions, Incoming, Reply, Sent, human_size
 from engine.config import Config, secret
@@ -105,7 +107,7 @@ class TelegramAdapter(Adapter):
         self.max_upload = int(cfg.max_upload_mb * 2**20)
         builder = (Application.builder().token(secret(cfg.token_env))
                    .job_queue(None)  # the bot's one scheduler is bot.scheduler
-                   .concurrent_updates(64)
+                   .updater(None)    # polling is TelegramInbox's: it stores updates before confirming them
                    .rate_limiter(AIORateLimiter(overall_max_rate=cfg.overall_max_rate, overall_time_period=1,
                                                 group_max_rate=cfg.group_max_rate, group_time_period=60,
                                                 max_retries=cfg.max_retries))
@@ -115,8 +117,6 @@ class TelegramAdapter(Adapter):
         if cfg.base_file_url:
             builder = builder.base_file_url(cfg.base_file_url)
         self.application = builder.build()
-        self.application.add_handler(MessageHandler(filters.ALL, self.on_message, block=False))
-        self.application.add_error_handler(self.on_error)
         self.username = ""
         self._connected = False
 
@@ -140,25 +140,20 @@ class TelegramAdapter(Adapter):
         self._connected = True
 
     async def run(self, stop: asyncio.Event) -> None:
-        application = self.application
-        await application.updater.start_polling(timeout=int(self.cfg.poll_timeout_s),
-                                                allowed_updates=[Update.MESSAGE])
-        await application.start()
+        inbox = TelegramInbox(self.app.db, self.application.bot, self.on_message,
+                              self.is_command, self.app.settled, int(self.cfg.poll_timeout_s),
+                              [Update.MESSAGE])
         log.info("telegram: polling as @%s", self.username)
         await self.app.platform_ready(self.platform)
-        await stop.wait()
+        await inbox.run(stop)
 
     async def stop(self) -> None:
         self._connected = False
-        application = self.application
-        if application.updater.running:
-            await application.updater.stop()
-        if application.running:
-            await application.stop()
-        await application.shutdown()
+        await self.application.shutdown()
 
-    async def on_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-        log.warning("telegram: update failed: %s", context.error, exc_info=context.error)
+    def is_command(self, update: Update) -> bool:
+        message = update.effective_message
+        return message is not None and self.app.split_command(message.text or message.caption or "") is not None
 
     async def _is_admin(self, message: Message) -> bool:
         if message.chat.type == ChatType.PRIVATE:
@@ -194,7 +189,7 @@ class TelegramAdapter(Adapter):
 
         return Attachment(name, size=doc.file_size, fetch=fetch)
 
-    async def on_message(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    async def on_message(self, update: Update) -> None:
         message = update.effective_message
         if message is None or message.chat is None or (message.from_user and message.from_user.is_bot):
             return

@@ -1,6 +1,8 @@
 """Memory commands (/worlds, /world, /recall, /ask, /forget, /memory) and the listener that
 remembers every plain message the app hands it (the app skips channels that opted out).
 
+Messages go through an IngestQueue (engine.memory.ingest_queue): stored in batches, in order,
+with backpressure; commands wait for their channel's earlier messages (``App.settled``).
 Administrators decide what a channel remembers (/memory, /forget, /forget all); any member
 may make the bot forget their own messages in this server or chat (/forget me)."""
 from __future__ import annotations
@@ -16,6 +18,7 @@ from engine.embedder import Embedder
 from engine.llm.errors import LLMError
 from engine.memory import MemoryEngine, MemoryMessage, RecallResult, WorldInfo
 from engine.memory.audience import Viewer
+from engine.memory.ingest_queue import IngestQueue
 from engine.memory.models import Belief, Evidence
 
 CONFIRM_WINDOW_S = 60.0
@@ -70,6 +73,8 @@ def setup(app) -> None:
     embedder = Embedder.from_config(cfg.embedder)
     engine = MemoryEngine(app.db, embedder, cfg.memory)
     app.services["memory"] = engine
+    queue = IngestQueue(engine, cfg.memory.ingest_queue_max, cfg.memory.ingest_batch_max,
+                        cfg.memory.ingest_batch_wait_ms)
     reg = app.commands
     # (scope, channel, author) -> (this channel's id, ME or EVERYWHERE; when asked)
     pending_forget: dict[tuple[str, str, str], tuple[str | None, float]] = {}
@@ -78,8 +83,10 @@ def setup(app) -> None:
         engine.llm = app.services.get("llm")
         embedder.warm()  # load the model in the background; /help does not wait
         await engine.start()
+        queue.start()
 
     async def stop() -> None:
+        await queue.close()
         await engine.close()
         await embedder.settle()
 
@@ -90,10 +97,11 @@ def setup(app) -> None:
     async def remember(msg: Incoming) -> None:
         if not cfg.memory.enabled or not msg.text.strip():
             return
-        await engine.ingest(MemoryMessage(msg.scope, msg.channel, msg.message_id, msg.author_name,
-                                          msg.text, msg.ts, author_id=msg.author_id, audience=msg.audience))
+        await queue.put(MemoryMessage(msg.scope, msg.channel, msg.message_id, msg.author_name, msg.text, msg.ts,
+                                      author_id=msg.author_id, audience=msg.audience))
 
     app.listeners.append(remember)
+    app.settle_hooks.append(queue.settled)
 
     @reg.command("worlds", "The topic worlds remembered here", group="memory")
     async def worlds(ctx: CommandContext) -> None:

@@ -13,6 +13,7 @@ audience's worlds, and every query takes a Viewer and sees only the audiences it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 from collections import deque
@@ -211,8 +212,10 @@ class MemoryEngine:
 
     async def ingest_many(self, messages: list[MemoryMessage],
                           progress: Callable[[int, int], Any] | None = None) -> list[RouteResult]:
-        """Ingest messages in order with batched embeddings. Messages already stored (same scope,
-        channel and platform id) and empty ones are skipped. ``progress(done, total)`` may be async."""
+        """Ingest messages in order with batched embeddings; each chunk of up to INGEST_CHUNK
+        messages, whatever scopes it spans, is stored in one transaction. Messages already stored
+        (same scope, channel and platform id) and empty ones are skipped. ``progress(done, total)``
+        may be async."""
         total = len(messages)
         results: list[RouteResult] = []
         done = 0
@@ -220,12 +223,10 @@ class MemoryEngine:
             chunk = await self._new_only(messages[start:start + INGEST_CHUNK])
             if chunk:
                 vectors = await self.embedder.embed([m.text.strip() for m in chunk])
-                by_scope: dict[str, list[int]] = {}
-                for i, m in enumerate(chunk):
-                    by_scope.setdefault(m.scope, []).append(i)
-                for scope, positions in by_scope.items():
-                    items = [(chunk[i], vectors[i]) for i in positions]
-                    results.extend(await self._route_and_store(scope, items))
+                by_scope: dict[str, list[tuple[MemoryMessage, np.ndarray]]] = {}
+                for m, vec in zip(chunk, vectors):
+                    by_scope.setdefault(m.scope, []).append((m, vec))
+                results.extend(await self._route_and_store(by_scope))
             done = min(start + INGEST_CHUNK, total)
             if progress is not None:
                 maybe = progress(done, total)
@@ -255,25 +256,44 @@ class MemoryEngine:
             kept.append(m)
         return kept
 
-    async def _route_and_store(self, scope: str, items: list[tuple[MemoryMessage, np.ndarray]]) -> list[RouteResult]:
-        async with self._lock(scope):
-            state = await self._scope(scope, locked=True)
-            audiences, moved = await self._settle_audiences(scope, state, items)
-            results, born, touched = [], set(), set()
-            for message, vec in items:
-                channel = await self._channel(scope, message.channel)
-                result = self._route(state, channel, message, vec, audiences[message.channel])
-                results.append(result)
-                (born if result.action == "birth" else touched).add(result.world_id)
+    async def _route_and_store(self, by_scope: dict[str, list[tuple[MemoryMessage, np.ndarray]]]
+                               ) -> list[RouteResult]:
+        """Route each scope's messages under its lock (each among the worlds of its channel's
+        audience), then store them all in one transaction. Locks are taken in scope order, so
+        two batches never wait on each other in a cycle."""
+        scopes = sorted(by_scope)
+        routed: dict[str, tuple[ScopeState, list[RouteResult], set[str], set[str]]] = {}
+        moved_scopes: set[str] = set()
+        async with contextlib.AsyncExitStack() as held:
+            for scope in scopes:
+                await held.enter_async_context(self._lock(scope))
+            for scope in scopes:
+                state = await self._scope(scope, locked=True)
+                audiences, moved = await self._settle_audiences(scope, state, by_scope[scope])
+                if moved:
+                    moved_scopes.add(scope)
+                results, born, touched = [], set(), set()
+                for message, vec in by_scope[scope]:
+                    channel = await self._channel(scope, message.channel)
+                    result = self._route(state, channel, message, vec, audiences[message.channel])
+                    results.append(result)
+                    (born if result.action == "birth" else touched).add(result.world_id)
+                routed[scope] = (state, results, born, touched - born)
             try:
-                await self._persist(scope, state, items, results, born, touched - born)
+                async with self.db.transaction() as conn:
+                    for scope, (state, results, born, touched) in routed.items():
+                        await self._persist(conn, scope, state, by_scope[scope], results, born, touched)
             except BaseException:
-                self._forget_state(scope)  # the database is the truth: reload it on next use
+                for scope in scopes:
+                    self._forget_state(scope)  # the database is the truth: reload it on next use
                 raise
-        if moved:
+        for scope in sorted(moved_scopes):
             await self.refresh_topics(scope)
-        self._after_ingest(scope, state, items, results)
-        return results
+        out: list[RouteResult] = []
+        for scope, (state, results, _, _) in routed.items():
+            self._after_ingest(scope, state, by_scope[scope], results)
+            out.extend(results)
+        return out
 
     def _route(self, state: ScopeState, channel: ChannelState, message: MemoryMessage,
                vec: np.ndarray, audience: str) -> RouteResult:
@@ -318,16 +338,15 @@ class MemoryEngine:
                 channel.recent.popleft()
         return result
 
-    async def _persist(self, scope: str, state: ScopeState, items, results: list[RouteResult],
+    async def _persist(self, conn, scope: str, state: ScopeState, items, results: list[RouteResult],
                        born: set[str], touched: set[str]) -> None:
-        async with self.db.transaction() as conn:
-            await self._write_worlds(conn, scope, state, items, results, born, touched)
-            await conn.executemany(
-                "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, author_id, text, ts,"
-                " embedding) VALUES (?,?,?,?,?,?,?,?,?)",
-                [(scope, r.world_id, m.channel, m.message_id, m.author, m.author_id, m.text.strip(),
-                  iso(_aware(m.ts)), to_blob(v))
-                 for (m, v), r in zip(items, results)])
+        await self._write_worlds(conn, scope, state, items, results, born, touched)
+        await conn.executemany(
+            "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, author_id, text, ts,"
+            " embedding) VALUES (?,?,?,?,?,?,?,?,?)",
+            [(scope, r.world_id, m.channel, m.message_id, m.author, m.author_id, m.text.strip(),
+              iso(_aware(m.ts)), to_blob(v))
+             for (m, v), r in zip(items, results)])
 
     async def _write_worlds(self, conn, scope: str, state: ScopeState, items, results: list[RouteResult],
                             born: set[str], touched: set[str]) -> None:
@@ -340,17 +359,16 @@ class MemoryEngine:
             first_ts.setdefault(result.world_id, ts)
             first_text.setdefault(result.world_id, message.text)
             last_ts[result.world_id] = max(last_ts.get(result.world_id, ts), ts)
-        for wid in born:
-            await conn.execute(
-                "INSERT INTO worlds(id, scope, audience, topic, centroid, access_count, created_at, last_active)"
-                " VALUES (?,?,?,?,?,?,?,?)",
-                (wid, scope, state.worlds[wid].audience, topics.initial_topic(first_text[wid]),
-                 to_blob(state.index_of(wid).vector(wid)), state.worlds[wid].access_count, iso(first_ts[wid]),
-                 iso(last_ts[wid])))
-        for wid in touched:
-            await conn.execute(
-                "UPDATE worlds SET centroid=?, access_count=?, last_active=max(last_active, ?) WHERE id=?",
-                (to_blob(state.index_of(wid).vector(wid)), state.worlds[wid].access_count, iso(last_ts[wid]), wid))
+        await conn.executemany(
+            "INSERT INTO worlds(id, scope, audience, topic, centroid, access_count, created_at, last_active)"
+            " VALUES (?,?,?,?,?,?,?,?)",
+            [(wid, scope, state.worlds[wid].audience, topics.initial_topic(first_text[wid]),
+              to_blob(state.index_of(wid).vector(wid)), state.worlds[wid].access_count, iso(first_ts[wid]),
+              iso(last_ts[wid])) for wid in born])
+        await conn.executemany(
+            "UPDATE worlds SET centroid=?, access_count=?, last_active=max(last_active, ?) WHERE id=?",
+            [(to_blob(state.index_of(wid).vector(wid)), state.worlds[wid].access_count, iso(last_ts[wid]), wid)
+             for wid in touched])
 
     def _after_ingest(self, scope: str, state: ScopeState, items, results: list[RouteResult]) -> None:
         if self.llm is not None:

@@ -9,6 +9,9 @@ acknowledges heartbeats. A test then dispatches ``interaction(...)`` or ``messag
 channel), changes a channel's overwrites with ``update_channel`` (CHANNEL_UPDATE) or a role's
 permissions with ``update_role`` (GUILD_ROLE_UPDATE), and awaits the bot's REST calls with
 ``wait_for``; every REST call is kept in ``calls`` as (method, path, json, files).
+Users' messages are kept per channel and served by ``GET /channels/{id}/messages``
+(``missed_message`` adds one the bot never hears of); ``drop_connections`` closes the gateway
+and the client's RESUME is answered with RESUMED.
 REST answers carry ``Content-Type: application/json`` exactly: discord.py insists on it.
 """
 from __future__ import annotations
@@ -71,6 +74,7 @@ class FakeDiscord(LocalServer):
         self.calls: list[Call] = []
         self.cdn: dict[str, bytes] = {}
         self.messages: dict[str, dict] = {}
+        self.history: dict[str, list[dict]] = {}   # channel id -> messages users sent there, oldest first
         self.nonces: dict[str, str] = {}   # nonce -> message id
         self.fail_after_create = 0         # answer this many channel posts with 502 after creating them
         self._ids = itertools.count(10_000)
@@ -83,6 +87,7 @@ class FakeDiscord(LocalServer):
             {"id": GUILD, "name": "@everyone", "permissions": str(EVERYONE_PERMS), "position": 0},
             {"id": ADMIN_ROLE, "name": "botadmin", "permissions": str(EVERYONE_PERMS), "position": 1},
             {"id": STAFF_ROLE, "name": "staff", "permissions": str(EVERYONE_PERMS), "position": 2})}
+        self.resumed = 0                   # sessions resumed after drop_connections
 
     # -- addresses -------------------------------------------------------------------
 
@@ -168,11 +173,24 @@ class FakeDiscord(LocalServer):
         return payload
 
     async def message(self, content: str, author_id: str = "6000", channel: str = CHANNEL) -> dict:
+        """A user's message: kept in the channel's history and sent to the bot over the gateway."""
+        msg = self.missed_message(content, author_id, channel)
+        await self.dispatch("MESSAGE_CREATE", msg)
+        return msg
+
+    def missed_message(self, content: str, author_id: str = "6000", channel: str = CHANNEL) -> dict:
+        """A user's message the bot never hears of (it was away): only in the channel's history."""
         msg = self.message_payload(channel, content, user(author_id))
         msg["guild_id"] = GUILD
         msg["member"] = {k: v for k, v in self.member(author_id).items() if k not in ("user", "permissions")}
-        await self.dispatch("MESSAGE_CREATE", msg)
+        self.history.setdefault(channel, []).append(msg)
         return msg
+
+    async def drop_connections(self) -> None:
+        """Close every gateway connection, as Discord does now and then: the client resumes."""
+        for ws in list(self._sockets):
+            self._sockets.remove(ws)
+            await ws.close(code=4000)
 
     def calls_to(self, method: str, contains: str) -> list[Call]:
         return [c for c in self.calls if c.method == method and contains in c.path]
@@ -236,6 +254,10 @@ class FakeDiscord(LocalServer):
                     "application": {"id": APP_ID, "flags": 0}, "private_channels": [], "relationships": []}}))
                 await self.dispatch("GUILD_CREATE", self.guild_payload())
                 self.identified.set()
+            elif op == 6:  # RESUME: the session goes on (events missed meanwhile are not replayed)
+                self._sockets.append(ws)
+                await ws.send_str(json.dumps({"op": 0, "t": "RESUMED", "s": next(self._seq), "d": {}}))
+                self.resumed += 1
         if ws in self._sockets:
             self._sockets.remove(ws)
         return ws
@@ -294,6 +316,8 @@ class FakeDiscord(LocalServer):
             return (self._store(self.message_payload(CHANNEL, body.get("content") or "", BOT_USER,
                                                      webhook_id=APP_ID, attachments=self._attachments(call))),)
         if parts[0] == "channels" and parts[2:3] == ["messages"]:
+            if m == "GET" and len(parts) == 3:
+                return (self._history_page(parts[1], call.query),)
             if m == "POST":
                 nonce = body.get("nonce")
                 if body.get("enforce_nonce") and nonce in self.nonces:  # Discord's de-duplication
@@ -311,6 +335,17 @@ class FakeDiscord(LocalServer):
                 msg = {**msg, "content": body.get("content", msg["content"]), "edited_timestamp": now_iso()}
                 return (self._store(msg),)
         return ({"message": f"fake discord: {m} {path} not implemented", "code": 0}, 404)
+
+    def _history_page(self, channel_id: str, query: dict[str, str]) -> list[dict]:
+        """GET /channels/{id}/messages: newest first, like Discord; ``after`` takes the oldest
+        ``limit`` messages after that id, ``before`` the newest before it."""
+        limit = min(int(query.get("limit", 50)), 100)
+        found = sorted(self.history.get(channel_id, []), key=lambda msg: int(msg["id"]))
+        if "after" in query:
+            return [msg for msg in found if int(msg["id"]) > int(query["after"])][:limit][::-1]
+        if "before" in query:
+            found = [msg for msg in found if int(msg["id"]) < int(query["before"])]
+        return found[::-1][:limit]
 
     def _attachments(self, call: Call) -> list[dict]:
         return [{"id": self.next_id(), "filename": name, "size": len(data), "url": "http://x/a",

@@ -1,8 +1,10 @@
 """A fake Telegram Bot API on 127.0.0.1 for the real python-telegram-bot, polling included.
 
 It runs on the test's event loop. ``push_message`` queues an update that the next
-``getUpdates`` long-poll returns; every call the bot makes is kept in ``calls`` as
-(method, params, files) and ``wait_for`` awaits one that matches. Files the test offers
+``getUpdates`` long-poll returns (at most ``limit`` at a time, like the Bot API; an offset
+confirms the updates below it, and ``resend_confirmed`` sends confirmed ones again); every
+call the bot makes is kept in ``calls`` as (method, params, files) and ``wait_for`` awaits
+one that matches. Files the test offers
 with ``add_file`` are served under /file/bot<token>/<path>. An edit to identical text gets
 Telegram's 400 "message is not modified", as the real API does.
 """
@@ -38,6 +40,7 @@ class FakeTelegram(LocalServer):
         self.admins: set[tuple[int, int]] = set()       # (chat_id, user_id) that are administrators
         self.texts: dict[tuple[int, int], str] = {}     # (chat_id, message_id) -> current text
         self._updates: list[dict] = []
+        self.confirmed: list[dict] = []                  # updates a later getUpdates offset confirmed
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1000)
 
@@ -91,6 +94,13 @@ class FakeTelegram(LocalServer):
         self._updates.append({"update_id": next(self._update_ids), "message": message})
         self._poke()
         return message
+
+    def resend_confirmed(self, count: int) -> list[dict]:
+        """Send the last ``count`` confirmed updates again, as Telegram may after a lost answer."""
+        again = self.confirmed[-count:]
+        self._updates[:0] = again
+        self._poke()
+        return again
 
     def calls_of(self, method: str) -> list[Call]:
         return [c for c in self.calls if c.method == method]
@@ -146,12 +156,13 @@ class FakeTelegram(LocalServer):
 
     async def _m_getUpdates(self, params, files):
         offset = int(params.get("offset") or 0)
+        self.confirmed += [u for u in self._updates if u["update_id"] < offset]
         self._updates = [u for u in self._updates if u["update_id"] >= offset]
         timeout = float(params.get("timeout") or 0)
         deadline = time.monotonic() + timeout
         while not self._updates and time.monotonic() < deadline:
             await self._next_change(min(0.5, deadline - time.monotonic()))
-        return list(self._updates)
+        return self._updates[:int(params.get("limit") or 100)]
 
     async def _m_sendMessage(self, params, files):
         msg = self._message(params["chat_id"], text=params["text"])
