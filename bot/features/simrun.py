@@ -93,7 +93,8 @@ async def run_status_line(app, sim_id: str) -> str | None:
 
 def setup(app) -> None:
     step.register()
-    service = step.runs_for(app.db, app.config)
+    llm = app.services.get("llm")
+    service = step.runs_for(app.db, app.config, llm.usage if llm is not None else None)
     app.services["sim_runs"] = service
 
     async def recover() -> None:

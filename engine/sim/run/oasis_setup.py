@@ -13,7 +13,7 @@ import os
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from engine.sim.envmodels import PlatformConfig, REDDIT_PROFILES, SimulationConfig, TWITTER_PROFILES
 from engine.sim.run.schedule import stance_note
@@ -80,9 +80,10 @@ def make_model(base_url: str, model: str, api_key: str, timeout_s: float, contex
 
 
 class UsageMeter:
-    """Counts the requests and tokens of a camel model backend (every agent shares it)."""
+    """Counts the requests and tokens of a camel model backend (every agent shares it);
+    ``on_call`` sees the totals after each answered request."""
 
-    def __init__(self, model):
+    def __init__(self, model, on_call: Callable[[dict[str, int]], None] | None = None):
         self.calls = self.prompt_tokens = self.completion_tokens = 0
         arun = model.arun
 
@@ -93,6 +94,8 @@ class UsageMeter:
             if usage is not None:
                 self.prompt_tokens += usage.prompt_tokens or 0
                 self.completion_tokens += usage.completion_tokens or 0
+            if on_call is not None:
+                on_call(self.snapshot())
             return response
 
         model.arun = counted
