@@ -35,6 +35,10 @@ Progress = Callable[..., Awaitable[None]]  # JobContext.progress(fraction, messa
 LIVE = ("running", "idle")
 
 
+class RunUnreachable(JobError):
+    """The run's agents cannot be asked: its process is gone or cannot be reopened."""
+
+
 @dataclass
 class RunSettings:
     """The ``[simulation]`` keys the run step uses (see config.toml)."""
@@ -413,10 +417,10 @@ class SimRuns:
         """Bring a finished run's environment back from its databases, for interviews."""
         state = await self.get(sim_id)
         if state is None:
-            raise JobError(f"simulation {sim_id} has not run yet")
+            raise RunUnreachable(f"simulation {sim_id} has not run yet")
         folder = Path(state.folder)
         if not any(platform_db(folder, p).exists() for p in PLATFORMS):
-            raise JobError(f"simulation {sim_id} has no databases to reopen")
+            raise RunUnreachable(f"simulation {sim_id} has no databases to reopen")
         caps = await self._interview_allowances(sim_id, folder)
         (folder / SPEC_FILE).write_text(self._spec("reopen", caps).to_json(), encoding="utf-8")
         handle = await self.executor.start(sim_id, folder)
@@ -425,10 +429,10 @@ class SimRuns:
                 return handle
             if event["type"] == "error":
                 await handle.cancel()
-                raise JobError(f"could not reopen simulation {sim_id}: {event['message']}")
+                raise RunUnreachable(f"could not reopen simulation {sim_id}: {event['message']}")
             if event["type"] == "exit":
-                raise JobError(f"could not reopen simulation {sim_id} (see run.log)")
-        raise JobError(f"could not reopen simulation {sim_id}")
+                raise RunUnreachable(f"could not reopen simulation {sim_id} (see run.log)")
+        raise RunUnreachable(f"could not reopen simulation {sim_id}")
 
     async def interview(self, sim_id: str, agent_ids: list[int] | None, question: str,
                         platforms: list[str] | None = None, asked_by: str = "",
@@ -452,7 +456,7 @@ class SimRuns:
                                          question=question, agent_ids=agent_ids,
                                          platforms=platforms or list(PLATFORMS))
         except (RunGone, RunTimeout) as err:
-            raise JobError(str(err)) from None
+            raise RunUnreachable(str(err)) from None
         except RuntimeError as err:
             raise JobError(f"interview failed: {err}") from None
         await self._saw_usage(sim_id, handle, None, reply.get("usage"))
