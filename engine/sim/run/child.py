@@ -350,7 +350,7 @@ class Child:
         """After each answered LLM request: log the totals, hold the budget, tell the parent."""
         usage = {"process": self.process, **totals}
         if self.usage_log is not None:
-            self.usage_log.append(usage)
+            self.usage_log.append({**usage, "ts": round(time.time(), 3)})
         cap = crossed(self.spec.caps, self.spec.price, totals)
         if cap and not self.stopping.is_set():
             self.stop_reason = f"at its LLM budget ({cap})"

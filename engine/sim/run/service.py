@@ -316,10 +316,10 @@ class SimRuns:
             return
         if state.done_status == "stopped" or (sim_id in self._stopping and returncode is not None):
             await self._set(sim_id, status="stopped", pid=None)
-            reached = state.budget_stop
-            if not reached and self.usage is not None and state.stop_reason.startswith("at its LLM budget"):
-                reached = await self.usage.over_budget(state.job_id, state.scope) or state.stop_reason
-            if reached:
+            if state.budget_stop or state.stop_reason.startswith("at its LLM budget"):
+                # what the cap says now, with the whole last round recorded
+                reached = (self.usage is not None and await self.usage.over_budget(state.job_id, state.scope)
+                           or state.budget_stop or state.stop_reason)
                 raise BudgetExceeded(f"simulation {sim_id} stopped {where}: {reached}; "
                                      f"/sim resume {sim_id} continues from there once the budget allows")
             reason = state.stop_reason or "on request"
