@@ -115,7 +115,7 @@ async def test_a_cap_stops_the_run_at_the_end_of_its_round_and_interviews_count(
 
 async def test_usage_is_recorded_once_across_a_kill_and_a_resume(tmp_path, db, llm):
     folder = tmp_path / "sim"
-    make_sim_folder(folder, agents=6, rounds=4, sim_id="b2")
+    make_sim_folder(folder, agents=6, rounds=3, sim_id="b2")
     responder = llm.responder = SocialResponder(hold_after=CALLS_PER_ROUND + 5)
     ledger = UsageLedger(LLMSection(base_url=llm.base_url, model="fake-model"), db)
     runs = service(db, llm, ledger, idle_s=0.5)
