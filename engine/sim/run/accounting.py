@@ -26,7 +26,8 @@ class RunUsage:
         self.model = model
         self._locks: dict[str, asyncio.Lock] = {}
 
-    async def _owner(self, sim_id: str) -> tuple[str | None, str | None]:
+    async def owner(self, sim_id: str) -> tuple[str | None, str | None]:
+        """The job and the scope the run's usage counts for."""
         row = await self.db.fetchone("SELECT job_id, scope FROM sim_runs WHERE sim_id = ?", (sim_id,))
         return (row["job_id"], row["scope"]) if row is not None else (None, None)
 
@@ -44,7 +45,7 @@ class RunUsage:
             delta = {k: total[k] - before[k] for k in USAGE_KEYS}
             if not any(delta.values()):
                 return
-            job, scope = await self._owner(sim_id)
+            job, scope = await self.owner(sim_id)
             mark = ("INSERT INTO sim_run_usage(sim_id, process, calls, prompt_tokens, completion_tokens)"
                     " VALUES (?,?,?,?,?) ON CONFLICT(sim_id, process) DO UPDATE SET calls=excluded.calls,"
                     " prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens",
@@ -64,9 +65,6 @@ class RunUsage:
         except BudgetExceeded as err:
             return str(err)
         return ""
-
-    async def over_budget_of(self, sim_id: str) -> str:
-        return await self.over_budget(*await self._owner(sim_id))
 
     async def allowances(self, job: str | None, scope: str | None) -> list[Allowance]:
         return await self.ledger.allowances(job, scope)

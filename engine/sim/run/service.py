@@ -198,7 +198,8 @@ class SimRuns:
             row = await self.db.fetchone("SELECT * FROM sim_runs WHERE sim_id = ?", (sim_id,))
             if row is not None:
                 await end_stray_child(row["pid"], folder)
-            caps = await self._budget_before_start(sim_id, folder, row, job_id, scope)
+                job_id, scope = job_id or row["job_id"], scope or row["scope"]
+            caps = await self._budget_before_start(sim_id, folder, row is not None, job_id, scope)
             mode = "resume" if row is not None else "start"
             (folder / SPEC_FILE).write_text(self._spec(mode, caps).to_json(), encoding="utf-8")
             now = utcnow()
@@ -231,16 +232,14 @@ class SimRuns:
 
     # -- budget -----------------------------------------------------------------------------
 
-    async def _budget_before_start(self, sim_id: str, folder: Path, row, job_id: str | None,
+    async def _budget_before_start(self, sim_id: str, folder: Path, ran_before: bool, job_id: str | None,
                                    scope: str | None) -> list[Allowance]:
         """Record what earlier processes left unrecorded; refuse to start when a cap is reached;
         otherwise what each cap still allows (for the child)."""
         if self.usage is None:
             return []
-        if row is not None:
+        if ran_before:
             await self.usage.reconcile(sim_id, folder)
-        job_id = job_id or (row["job_id"] if row is not None else None)
-        scope = scope or (row["scope"] if row is not None else None)
         if reached := await self.usage.over_budget(job_id, scope):
             raise BudgetExceeded(f"simulation {sim_id} cannot run on: {reached}; "
                                  f"/sim resume {sim_id} continues once the budget allows")
@@ -449,8 +448,8 @@ class SimRuns:
             handle = await self.executor.attach(sim_id)
             if handle is None:
                 handle = await asyncio.wait_for(self._reopen(sim_id), self.settings.start_timeout_s)
-            elif self.usage is not None and (reached := await self.usage.over_budget_of(sim_id)):
-                raise BudgetExceeded(f"no interview: {reached}")
+            elif self.usage is not None:
+                await self._interview_budget(sim_id)
         try:
             reply = await handle.request("interview", timeout or self.settings.interview_timeout_s,
                                          question=question, agent_ids=agent_ids,
@@ -484,10 +483,14 @@ class SimRuns:
         if self.usage is None:
             return []
         await self.usage.reconcile(sim_id, folder)
-        if reached := await self.usage.over_budget_of(sim_id):
+        return await self.usage.allowances(*await self._interview_budget(sim_id))
+
+    async def _interview_budget(self, sim_id: str) -> tuple[str | None, str | None]:
+        """The run's job and scope; BudgetExceeded when they have no budget left for a question."""
+        job_id, scope = await self.usage.owner(sim_id)
+        if reached := await self.usage.over_budget(job_id, scope):
             raise BudgetExceeded(f"no interview: {reached}")
-        row = await self.db.fetchone("SELECT job_id, scope FROM sim_runs WHERE sim_id = ?", (sim_id,))
-        return await self.usage.allowances(row["job_id"], row["scope"])
+        return job_id, scope
 
     async def close(self) -> None:
         for task in [*self._background.values(), *self._background_stops]:
