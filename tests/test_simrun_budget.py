@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from engine.config import LLMSection
 from engine.jobs import JobRunner
 from engine.llm.usage import UsageLedger
 from engine.sim.run.accounting import RunUsage
-from engine.sim.run.executor import LocalExecutor
+from engine.sim.run.executor import REPO_ROOT, LocalExecutor, child_pid_alive
 from engine.sim.run.protocol import ACTIONS_LOG
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
 from engine.sim.run.usage_log import USAGE_LOG, read_totals
@@ -149,6 +150,43 @@ async def test_usage_is_recorded_once_across_a_kill_and_a_resume(tmp_path, db, l
     processes = await db.fetchall("SELECT calls FROM sim_run_usage WHERE sim_id = 'b2'")
     assert sorted(r["calls"] for r in processes) == sorted(t["calls"] for t in read_totals(folder).values())
     assert len(processes) == 2 and not responder.rejected
+    await runs.close()
+
+
+async def test_what_an_orphaned_run_spent_after_a_kill_of_the_bot_is_recorded(tmp_path, db, llm):
+    folder = tmp_path / "sim"
+    make_sim_folder(folder, agents=6, rounds=3, sim_id="b3")
+    responder = llm.responder = SocialResponder(delay=0.3)  # rounds long enough to kill the bot in one
+    bot = await asyncio.create_subprocess_exec(sys.executable, "-m", "tests.sim_parent", str(db.path), str(folder),
+                                               llm.base_url, "b3", stdout=asyncio.subprocess.PIPE, cwd=REPO_ROOT)
+    job_id = (await asyncio.wait_for(bot.stdout.readline(), 60)).decode().strip()
+
+    async def calls_logged(at_least: int) -> bool:
+        return sum(t["calls"] for t in read_totals(folder).values()) >= at_least
+
+    # 1. the bot dies by kill -9 mid-round; its orphaned run ends that round on its own
+    await until(lambda: calls_logged(CALLS_PER_ROUND + 1))
+    bot.kill()
+    await bot.wait()
+    pid = await db.fetchval("SELECT pid FROM sim_runs WHERE sim_id = 'b3'")
+
+    async def orphan_gone() -> bool:
+        return not child_pid_alive(pid, folder)
+    await until(orphan_gone)
+
+    # 2. the next bot process records at start-up what the dead one could not, then resumes
+    ledger = UsageLedger(LLMSection(base_url=llm.base_url, model="fake-model"), db)
+    runs = service(db, llm, ledger, idle_s=0.5)
+    jobs = jobs_for(db, runs)
+    await jobs.recover()
+    await runs.recover()
+    assert await recorded_calls(db, job_id) == responder.served
+    await jobs.resume(job_id)
+    finished = await jobs.wait(job_id)
+    assert finished.state == "done", finished.error
+    await until(lambda: _status(runs, "b3", "completed"))
+    assert await recorded_calls(db, job_id) == responder.served == (await ledger.for_job(job_id)).calls
+    assert not responder.rejected
     await runs.close()
 
 
