@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import LLMSection
+from bot.adapters.console import Console
+from bot.app import App
+from engine.config import LLMSection, load_config
 from engine.jobs import JobRunner
 from engine.llm.usage import UsageLedger
 from engine.sim.run.accounting import RunUsage
@@ -22,7 +24,7 @@ from engine.sim.run.protocol import ACTIONS_LOG
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
 from engine.sim.run.usage_log import USAGE_LOG, read_totals
 from tests.fakes.openai_server import FakeOpenAI, SocialResponder
-from tests.llm_fixtures import db  # noqa: F401
+from tests.llm_fixtures import db, fake_openai, openai_server  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 
 pytestmark = pytest.mark.timeout(300)
@@ -112,6 +114,50 @@ async def test_a_cap_stops_the_run_at_the_end_of_its_round_and_interviews_count(
     assert (await ledger.for_job(job.id)).calls == responder.served == await recorded_calls(db, job.id)
     assert len(read_totals(folder)) == 2 and not responder.rejected  # two child processes
     await runs.close()
+
+
+async def test_the_channel_is_told_which_cap_stopped_the_run_and_resumes_it_once_raised(
+        openai_server, tmp_path, capsys):  # noqa: F811
+    openai_server.responder = responder = SocialResponder()
+    cap = CALLS_PER_ROUND * TOKENS_PER_CALL + TOKENS_PER_CALL
+    path = tmp_path / "config.toml"
+    path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n'
+                    f'job_budget_tokens = {cap}\n[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 0.5\n')
+    app = await App.create(load_config(path), ["bot.features.core", "bot.features.llm", "bot.features.simulation",
+                                               "bot.features.simrun"])
+    console = Console(app, interactive=False)
+    await app.start()
+    try:
+        folder = tmp_path / "sim"
+        make_sim_folder(folder, agents=6, rounds=3, sim_id="c2")
+        await app.db.execute(
+            "INSERT INTO simulations(id, scope, channel, requirement, spec, folder, created_at)"
+            " VALUES ('c2', 'console:local', 'console', 'toll?', ?, ?, '2025-01-01')",
+            (json.dumps({"documents": [], "requirement": "toll?"}), str(folder)))
+        for step in ("ontology", "graph", "environment"):  # done: the pipeline goes straight to the run
+            await app.db.execute("INSERT INTO sim_steps(sim_id, step, finished_at) VALUES ('c2', ?, 'x')", (step,))
+        job = await app.jobs.submit("simulation", {"sim_id": "c2"}, "console:local", channel="console")
+        stopped = await app.jobs.wait(job.id)
+        said: list[str] = []
+
+        async def told() -> bool:  # the job's final note follows its end
+            said.append(capsys.readouterr().out)
+            return "❌" in "".join(said)
+        await until(told)
+        out = "".join(said)
+        used = await app.services["llm"].job_usage(job.id)
+        assert stopped.state == "failed" and "simulation c2 stopped after round" in out
+        assert f"this job reached its LLM budget ({used.tokens} of {cap} tokens)" in out
+        assert "raise llm.job_budget_tokens" in out and "/sim resume c2" in out
+        assert used.calls == responder.served
+
+        app.config.llm.job_budget_tokens = 0  # no cap any more
+        await console.handle_line("/sim resume c2")
+        finished = await app.jobs.wait(job.id)
+        assert finished.state == "done", finished.error
+        assert finished.result["llm_calls"] == responder.served == 3 * CALLS_PER_ROUND
+    finally:
+        await app.close()
 
 
 async def test_usage_is_recorded_once_across_a_kill_and_a_resume(tmp_path, db, llm):
