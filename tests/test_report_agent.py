@@ -10,7 +10,7 @@ import pytest
 from engine.config import LLMSection, ReportSection
 from engine.llm import LLMClient
 from engine.sim.report.agent import write_report
-from engine.sim.report.sources import PersonaInterviewer, StoreGraph, load_roster
+from engine.sim.report.sources import PERSONA_LABEL, PersonaInterviewer, StoreGraph, load_roster
 from engine.sim.report.stats import compute_stats
 from engine.sim.report.tools import ReportTools, tool_schemas
 from tests.fakes.openai_server import Raw, completion
@@ -110,6 +110,7 @@ async def test_report_with_native_tool_calls(sim, graph, openai_server):  # noqa
     assert stats["actions_by_round"]["reddit"] == {"0": 2, "1": 3, "2": 2}
     interview = json.loads(results["c3"])
     assert interview["answers"][0]["agent"] == "@bob" and "bike" in interview["answers"][0]["answer"]
+    assert interview["answers"][0]["answered"] == PERSONA_LABEL  # role-played, and the writer is told so
     persona_req = next(r for r in reqs if r["messages"][0]["content"].startswith("You are Bob"))
     assert "I oppose the fare hike, it hurts commuters." in persona_req["messages"][0]["content"]
     assert json.loads(results["d1"])["error"].startswith("the arguments are not valid JSON")
@@ -131,6 +132,8 @@ async def test_report_with_native_tool_calls(sim, graph, openai_server):  # noqa
     assert "- [twitter post 1] @alice: The city council announced a 20% transit fare hike." in text
     assert "- [fact 999] (not returned by any tool)" in text
     assert "**@bob** on twitter, asked \"Will you keep taking the bus?\"" in text
+    assert f"hurts commuters like me.\" ({PERSONA_LABEL})" in text
+    assert f"- [agent @bob] @bob on twitter, answered {PERSONA_LABEL}" in text
     assert result.summary.startswith("Commuters push back")
     assert (sim / "report" / "summary.txt").read_text() == result.summary
     assert result.tool_calls == 5

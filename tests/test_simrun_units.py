@@ -100,3 +100,20 @@ def test_fake_endpoint_enforces_the_tool_call_sequence():
     assert tool_sequence_problem([user, call, result, user]) == ""
     assert "without a preceding tool call" in tool_sequence_problem([user, result, user])
     assert "not answered" in tool_sequence_problem([user, call, user])
+
+
+async def test_usage_meter_counts_answers_with_and_without_usage_figures():
+    """camel's real model backend against the fake: figures as the server gives them, else an
+    estimate (about 4 characters per token), each call seen by the callback."""
+    from tests.fakes.openai_server import completion
+
+    answers = [completion("fine", prompt_tokens=120, completion_tokens=30),
+               {k: v for k, v in completion("x" * 80).items() if k != "usage"}]
+    seen = []
+    with FakeOpenAI(lambda body: answers.pop(0)) as server:
+        model = oasis_setup.make_model(server.base_url, "fake-model", "key", 10, 8192)
+        meter = oasis_setup.UsageMeter(model, seen.append)
+        await model.arun([{"role": "user", "content": "hello"}])
+        await model.arun([{"role": "user", "content": "y" * 398}])
+    assert seen == [{"calls": 1, "prompt_tokens": 120, "completion_tokens": 30},
+                    {"calls": 2, "prompt_tokens": 120 + 100, "completion_tokens": 30 + 20}]

@@ -2,7 +2,9 @@
 
 ``/sim stop <id>`` and ``/sim resume <id>`` (actions of the ``/sim`` command defined in
 bot.features.simulation) and ``/interview <sim> <agent or all> <question> [--platform P]``.
-The run itself is step 4 of the simulation pipeline (engine.sim.run.step).
+The run itself is step 4 of the simulation pipeline (engine.sim.run.step). When the run's agents
+cannot be reached (its databases are gone), /interview answers in character from the agents'
+personas and labels every such answer so.
 """
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ from pathlib import Path
 
 from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.features.simulation import sim_starter_or_admin
+from engine.offload import run_cpu
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
+from engine.sim.report.sources import PERSONA_LABEL, PersonaInterviewer, load_roster
 from engine.sim.run import step
-from engine.sim.run.service import Answer, SimRuns
+from engine.sim.run.service import Answer, RunUnreachable, SimRuns
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +53,19 @@ def format_answers(sim_id: str, question: str, answers: list[Answer]) -> str:
     for a in answers:
         said = a.answer.strip() if a.answer else f"(no answer: {a.error})"
         lines.append(f"• {a.name} [{a.platform}, agent {a.agent_id}, after round {a.round}]: {said}")
+    return "\n".join(lines)
+
+
+async def in_character(llm, sim_id: str, folder: Path, agent_ids: list[int] | None, question: str,
+                       platform: str, scope: str, why: str) -> str:
+    """Answers role-played from the personas, for when the live agents cannot be asked."""
+    roster = await run_cpu(load_roster, folder)
+    agents = [a for a in roster if (agent_ids is None or a.agent_id in agent_ids)
+              and (platform == "both" or platform in a.platforms)]
+    answers = await PersonaInterviewer(llm, folder, scope=scope).interview(agents, question, platform)
+    lines = [f"Interview in simulation `{sim_id}`: “{question}”",
+             f"(the run's agents cannot be asked: {why})"]
+    lines += [f"• @{a.username} [{a.platform}, agent {a.agent_id}] ({PERSONA_LABEL}): {a.answer}" for a in answers]
     return "\n".join(lines)
 
 
@@ -92,7 +109,8 @@ async def run_status_line(app, sim_id: str) -> str | None:
 
 def setup(app) -> None:
     step.register()
-    service = step.runs_for(app.db, app.config, app.owner)
+    llm = app.services.get("llm")
+    service = step.runs_for(app.db, app.config, app.owner, llm.usage if llm is not None else None)
     app.services["sim_runs"] = service
 
     async def recover() -> None:
@@ -124,6 +142,14 @@ def setup(app) -> None:
         platforms = None if platform == "both" else [platform]
         who = "all agents" if agent_ids is None else f"{len(agent_ids)} agent(s)"
         await ctx.reply.send(f"Asking {who} of simulation `{row['id']}`… (a finished run is reopened first)")
-        answers = await service.interview(row["id"], agent_ids, ctx.args["question"], platforms,
-                                          asked_by=f"{ctx.message.platform}:{ctx.message.author_id}")
+        try:
+            answers = await service.interview(row["id"], agent_ids, ctx.args["question"], platforms,
+                                              asked_by=f"{ctx.message.platform}:{ctx.message.author_id}")
+        except RunUnreachable as err:
+            llm = app.services.get("llm")
+            if llm is None:
+                raise
+            await ctx.reply.send(await in_character(llm, row["id"], Path(state.folder), agent_ids,
+                                                    ctx.args["question"].strip(), platform, ctx.scope, str(err)))
+            return
         await ctx.reply.send(format_answers(row["id"], ctx.args["question"].strip(), answers))

@@ -2,7 +2,9 @@
 
 Counters live in memory for speed and in ``llm_usage`` for durability: a resumed job starts
 from what it had already spent. A cap is checked before each request, so concurrent calls of
-one job may overshoot it by at most the requests already in flight.
+one job may overshoot it by at most the requests already in flight. Work done elsewhere (a
+simulation run's child process) is recorded in batches and learns what it may still spend from
+``allowances``.
 """
 from __future__ import annotations
 
@@ -13,6 +15,14 @@ from datetime import datetime, timezone
 from engine.config import LLMSection
 from engine.db import Database
 from engine.llm.errors import BudgetExceeded
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """What one cap still allows: ``left`` tokens or dollars under the config key ``cap``."""
+    cap: str
+    unit: str      # "tokens" or "usd"
+    left: float
 
 
 @dataclass
@@ -96,28 +106,55 @@ class UsageLedger:
                 if used.cost_usd >= cfg.scope_budget_usd_per_day:
                     raise BudgetExceeded(
                         f"this server or chat reached today's LLM budget (${used.cost_usd:.4f} of "
-                        f"${cfg.scope_budget_usd_per_day:.4f}); it resets at midnight UTC")
+                        f"${cfg.scope_budget_usd_per_day:.4f}); it resets at midnight UTC, or raise "
+                        "llm.scope_budget_usd_per_day")
+
+    async def allowances(self, job: str | None, scope: str | None) -> list[Allowance]:
+        """What each configured cap of the job and scope still allows (never below zero)."""
+        cfg = self.config
+        out = []
+        async with self._lock:
+            if job and cfg.job_budget_usd:
+                used = await self._job(job)
+                out.append(Allowance("llm.job_budget_usd", "usd", max(0.0, cfg.job_budget_usd - used.cost_usd)))
+            if job and cfg.job_budget_tokens:
+                used = await self._job(job)
+                out.append(Allowance("llm.job_budget_tokens", "tokens", max(0, cfg.job_budget_tokens - used.tokens)))
+            if scope and cfg.scope_budget_usd_per_day:
+                used = await self._scope(scope, today())
+                out.append(Allowance("llm.scope_budget_usd_per_day", "usd",
+                                     max(0.0, cfg.scope_budget_usd_per_day - used.cost_usd)))
+        return out
 
     async def record(self, model: str, prompt_tokens: int, completion_tokens: int,
-                     job: str | None, scope: str | None, calls: int = 1) -> Usage:
-        """``calls`` > 1 records a batch made elsewhere (a simulation run's agents)."""
+                     job: str | None, scope: str | None, calls: int = 1,
+                     mark: tuple[str, tuple] | None = None) -> Usage:
+        """``calls`` > 1 records a batch made elsewhere (a simulation run's agents); ``mark`` is
+        one more statement written in the same transaction, so the batch's source can note what
+        it has recorded and a crash never records a batch twice or loses it."""
         spent = Usage(calls, prompt_tokens, completion_tokens, self.cost(model, prompt_tokens, completion_tokens))
         day = today()
         async with self._lock:
-            self.total.add(spent)
+            # the counters are loaded before the write, which they must not count twice
+            counters = [self.total]
             if job:
-                (await self._job(job)).add(spent)
+                counters.append(await self._job(job))
             if scope:
-                (await self._scope(scope, day)).add(spent)
+                counters.append(await self._scope(scope, day))
             if self.db is not None:
-                await self.db.execute(
-                    "INSERT INTO llm_usage(day, job, scope, model, calls, prompt_tokens, completion_tokens, cost_usd)"
-                    " VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(day, job, scope, model) DO UPDATE SET"
-                    " calls=calls+excluded.calls, prompt_tokens=prompt_tokens+excluded.prompt_tokens,"
-                    " completion_tokens=completion_tokens+excluded.completion_tokens,"
-                    " cost_usd=cost_usd+excluded.cost_usd",
-                    (day, job or "", scope or "", model, spent.calls, spent.prompt_tokens,
-                     spent.completion_tokens, spent.cost_usd))
+                async with self.db.transaction() as conn:
+                    await conn.execute(
+                        "INSERT INTO llm_usage(day, job, scope, model, calls, prompt_tokens, completion_tokens,"
+                        " cost_usd) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(day, job, scope, model) DO UPDATE SET"
+                        " calls=calls+excluded.calls, prompt_tokens=prompt_tokens+excluded.prompt_tokens,"
+                        " completion_tokens=completion_tokens+excluded.completion_tokens,"
+                        " cost_usd=cost_usd+excluded.cost_usd",
+                        (day, job or "", scope or "", model, spent.calls, spent.prompt_tokens,
+                         spent.completion_tokens, spent.cost_usd))
+                    if mark is not None:
+                        await conn.execute(*mark)
+            for counter in counters:
+                counter.add(spent)
         return spent
 
     async def for_job(self, job: str) -> Usage:

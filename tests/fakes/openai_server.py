@@ -149,17 +149,30 @@ class SocialResponder:
     like_post / create_comment (on a post id seen in the prompt) and do_nothing; a request
     without tools (an interview) gets a text answer naming the question. A conversation that
     breaks OpenAI's tool-call sequence rule gets OpenAI's 400 (and lands in ``rejected``).
-    ``delay`` slows every answer (to keep a run busy while a test stops or kills it).
+    ``delay`` slows every answer (to keep a run busy while a test stops or kills it). Once
+    ``hold_after`` requests have been served, later ones are held (answered with a 503 only after
+    30 s; counted in ``held``), so a test can kill a run at a moment when no answer is on its way.
     """
 
-    def __init__(self, delay: float = 0.0):
+    def __init__(self, delay: float = 0.0, hold_after: int | None = None):
         self.delay = delay
+        self.hold_after = hold_after
         self.tool_requests = 0
         self.text_requests = 0
+        self.held = 0
         self.rejected: list[str] = []
         self._lock = threading.Lock()
 
+    @property
+    def served(self) -> int:
+        """Requests answered with a completion (or, with a ``delay``, about to be)."""
+        return self.tool_requests + self.text_requests
+
     def __call__(self, body: dict) -> "dict | Raw":
+        with self._lock:
+            if self.hold_after is not None and self.served >= self.hold_after:
+                self.held += 1
+                return Raw(503, {"error": {"message": "held"}}, delay=30)
         problem = tool_sequence_problem(body.get("messages") or [])
         if problem:  # what OpenAI answers to a conversation with a broken tool-call sequence
             self.rejected.append(problem)

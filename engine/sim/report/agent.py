@@ -46,13 +46,15 @@ simulation_statistics for figures, interview_agents to quote agents, panorama_se
 facts changed, quick_search for one detail.
 Then answer with the section body only, in Markdown, without the section heading, 150-400 words.
 Cite evidence exactly as the tools give it: [fact 7], [twitter post 12], [reddit post 3], \
-[agent @username]. Quote interviewed agents with their citation. Do not invent figures or citations."""
+[agent @username]. Quote interviewed agents with their citation; an answer marked "answered" was \
+role-played from the persona, so say so when you use it. Do not invent figures or citations."""
 
 WRITER_NO_TOOLS = WRITER.split("\nGather evidence", 1)[0] + """
 The evidence gathered for this section is given as JSON tool results. Answer with the section
 body only, in Markdown, without the section heading, 150-400 words. Cite evidence exactly as
-it is given: [fact 7], [twitter post 12], [reddit post 3], [agent @username]. Do not invent
-figures or citations."""
+it is given: [fact 7], [twitter post 12], [reddit post 3], [agent @username]. An answer marked
+"answered" was role-played from the persona: say so when you use it. Do not invent figures or
+citations."""
 
 
 class SectionPlan(BaseModel):
@@ -244,7 +246,7 @@ class ReportAgent:
         if self.tools.quotes:
             lines += ["## Interviews", ""]
             lines += [f"- **@{q['agent']}** on {q['platform']}, asked \"{q['question']}\": \"{q['answer']}\""
-                      for q in self.tools.quotes]
+                      + (f" ({q['label']})" if q.get("label") else "") for q in self.tools.quotes]
             lines.append("")
         return "\n".join(lines)
 

@@ -5,7 +5,9 @@
 
 ``StoreGraph`` adapts the pipeline's ``GraphStore``. ``PersonaInterviewer`` answers in character
 from an agent's profile and its own posts, for when the run's live environment is gone;
-``RunInterviewer`` asks the live agents through the run's interview channel.
+``RunInterviewer`` asks the live agents through the run's interview channel. An answer says
+which it is (``Answer.live``): a role-played one is shown with ``PERSONA_LABEL`` wherever it
+appears, never as the agent's own.
 """
 from __future__ import annotations
 
@@ -17,10 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from engine.jobs import JobError
 from engine.sim.envmodels import CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES, SimulationConfig
+from engine.sim.run.service import RunUnreachable
 
 log = logging.getLogger(__name__)
+
+PERSONA_LABEL = "in character from the persona; the live agent was not reachable"
 
 _WORD = re.compile(r"[\w']+", re.UNICODE)
 _STOP = set("""a an and are as at be by for from has have how in is it its of on or that the this to was
@@ -154,6 +158,11 @@ class Answer:
     platform: str
     question: str
     answer: str
+    live: bool = True   # False: role-played from the persona (PERSONA_LABEL)
+
+    @property
+    def label(self) -> str:
+        return "" if self.live else PERSONA_LABEL
 
 
 class Interviewer(Protocol):
@@ -202,14 +211,15 @@ class PersonaInterviewer:
                                               f"{agent.persona}\nWhat you posted and commented:\n{said}\n"
                                               "Answer the interviewer in character, in at most 4 sentences."},
                 {"role": "user", "content": question}], job=self.job, scope=self.scope)
-            answers.append(Answer(agent.agent_id, agent.username, where, question, text.strip()))
+            answers.append(Answer(agent.agent_id, agent.username, where, question, text.strip(), live=False))
         return answers
 
 
 class RunInterviewer:
     """Asks the agents themselves through the run service (camel-oasis INTERVIEW action, in the
     live environment or one reopened from the databases); the service records every answer.
-    When the run cannot be reached (no run state, databases gone), ``fallback`` answers."""
+    When the run cannot be reached (no run state, databases gone), ``fallback`` answers; any other
+    failure (a budget reached, an agent not on the platform) is the tool's error to report."""
 
     def __init__(self, runs, sim_id: str, fallback: Interviewer | None = None):
         self.runs = runs
@@ -221,7 +231,7 @@ class RunInterviewer:
         try:
             answers = await self.runs.interview(self.sim_id, list(by_id), question,
                                                 None if platform == "both" else [platform], asked_by="report")
-        except JobError as err:
+        except RunUnreachable as err:
             if self.fallback is None:
                 raise
             log.info("interviewing from personas: the run of %s cannot be reached (%s)", self.sim_id, err)

@@ -261,10 +261,14 @@ class ReportTools:
         out = []
         for a in answers:
             cite = f"[agent @{a.username}]"
-            self.sources[cite] = f"@{a.username}, interviewed on {a.platform}"
+            self.sources[cite] = (f"@{a.username}, interviewed on {a.platform}" if a.live
+                                  else f"@{a.username} on {a.platform}, answered {a.label}")
             self.quotes.append({"agent": a.username, "platform": a.platform, "question": a.question,
-                                "answer": a.answer})
-            out.append({"agent": f"@{a.username}", "cite": cite, "platform": a.platform, "answer": a.answer})
+                                "answer": a.answer, "label": a.label})
+            found = {"agent": f"@{a.username}", "cite": cite, "platform": a.platform, "answer": a.answer}
+            if not a.live:
+                found["answered"] = a.label   # the writer must not present it as the agent's own words
+            out.append(found)
         result: dict[str, Any] = {"question": args.question, "answers": out}
         if unknown:
             result["unknown_agents"] = unknown

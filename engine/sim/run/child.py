@@ -5,9 +5,11 @@
 It reads ``run_spec.json`` and ``simulation_config.json`` from the folder, speaks JSON lines
 (see ``protocol``) on stdin/stdout, and writes per platform ``<platform>/actions.jsonl``,
 ``<platform>/<platform>.db`` and, after each round, a checkpoint (database copy, agent memories,
-rounds done) from which a later run resumes. Libraries print to stdout (oasis prints the
-database path, camel logs prompts), so the real stdout is kept for the protocol alone and file
-descriptor 1 is pointed at stderr, which the parent sends to ``run.log``.
+rounds done) from which a later run resumes; ``usage.jsonl`` gets its LLM usage after every
+request, and it stops at the end of the round in which that usage reaches a budget cap given in
+the spec. Libraries print to stdout (oasis prints the database path, camel logs prompts), so
+the real stdout is kept for the protocol alone and file descriptor 1 is pointed at stderr, which
+the parent sends to ``run.log``.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import sqlite3
 import sys
 import time
 import traceback
+import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -32,9 +35,11 @@ from engine.sim.run import oasis_setup
 from engine.sim.run.protocol import (ACTIONS_LOG, CHECKPOINT, CHECKPOINT_DB, MEMORY_FILE, SPEC_FILE, RunSpec,
                                      encode, platform_db, platform_dir)
 from engine.sim.run.schedule import active_steps, follow_edges, on_platform, scheduled_posts
+from engine.sim.run.usage_log import UsageLog, crossed
 
 QUIET_ACTIONS = {"refresh", "sign_up", "interview"}  # observations and set-up, not decisions
 POST_ACTIONS = {"create_post", "quote_post", "create_comment"}
+USAGE_EVERY_S = 1.0  # usage events between round ends, at most this often
 
 
 class Fatal(Exception):
@@ -336,9 +341,27 @@ class Child:
         self.last_activity = time.monotonic()
         self.tasks: set[asyncio.Task] = set()
         self.usage: oasis_setup.UsageMeter | None = None
+        self.process = uuid.uuid4().hex[:12]   # names this process's cumulative usage figures
+        self.usage_log: UsageLog | None = None
+        self._usage_sent = 0.0
 
-    def usage_now(self) -> dict[str, int]:
-        return self.usage.snapshot() if self.usage else {}
+    def usage_now(self) -> dict[str, Any]:
+        return {"process": self.process, **self.usage.snapshot()} if self.usage else {}
+
+    def _counted(self, totals: dict[str, int]) -> None:
+        """After each answered LLM request: log the totals, hold the budget, tell the parent."""
+        usage = {"process": self.process, **totals}
+        if self.usage_log is not None:
+            self.usage_log.append({**usage, "ts": round(time.time(), 3)})
+        cap = crossed(self.spec.caps, self.spec.price, totals)
+        if cap and not self.stopping.is_set():
+            self.stop_reason = f"at its LLM budget ({cap})"
+            self.stopping.set()   # the rounds in progress end; no new one starts
+            self.closing.set()
+        now = time.monotonic()
+        if now - self._usage_sent >= USAGE_EVERY_S:
+            self._usage_sent = now
+            self.emit({"type": "usage", "usage": usage})
 
     def emit(self, event: dict) -> None:
         try:
@@ -380,7 +403,7 @@ class Child:
                     raise ValueError("no such agent on the requested platforms")
                 self.emit({"type": "reply", "id": rid, "ok": True, "answers": answers, "usage": self.usage_now()})
             elif kind == "stop":
-                self.stop_reason = self.stop_reason or "on request"
+                self.stop_reason = self.stop_reason or str(request.get("reason") or "on request")
                 self.stopping.set()
                 self.closing.set()
                 self.emit({"type": "reply", "id": rid, "ok": True})
@@ -419,7 +442,8 @@ class Child:
             api_key = os.environ.get(self.spec.api_key_env, "") if self.spec.api_key_env else ""
             model = oasis_setup.make_model(self.spec.base_url, self.spec.model, api_key or "not-needed",
                                            self.spec.timeout_s, self.spec.context_tokens)
-            self.usage = oasis_setup.UsageMeter(model)
+            self.usage_log = UsageLog(self.folder)
+            self.usage = oasis_setup.UsageMeter(model, self._counted)
             names = [p for p in self.spec.platforms if getattr(cfg, p).enabled]
             runners = [PlatformRunner(self, name, cfg, model) for name in names]
             self.runners = {r.name: r for r in runners}
@@ -451,6 +475,8 @@ class Child:
                     print(f"closing {runner.name}: {err}", file=sys.stderr)
         self.emit({"type": "done", "status": status, "usage": self.usage_now(), "stop_reason": self.stop_reason,
                    "rounds_done": {n: r.rounds_done for n, r in self.runners.items()}})
+        if self.usage_log is not None:
+            self.usage_log.close()
         return code
 
 

@@ -13,7 +13,7 @@ import os
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from engine.sim.envmodels import PlatformConfig, REDDIT_PROFILES, SimulationConfig, TWITTER_PROFILES
 from engine.sim.run.schedule import stance_note
@@ -79,20 +79,38 @@ def make_model(base_url: str, model: str, api_key: str, timeout_s: float, contex
         url=base_url, api_key=api_key, timeout=timeout_s, token_counter=make_token_counter())
 
 
-class UsageMeter:
-    """Counts the requests and tokens of a camel model backend (every agent shares it)."""
+def estimate_tokens(messages: list[dict], response) -> tuple[int, int]:
+    """Prompt and completion tokens of an answer without usage figures (some local servers omit
+    them): about 4 characters per token, as the bot's LLM client estimates them."""
+    sent = sum(len(json.dumps(m.get("content") or "", default=str)) for m in messages)
+    message = response.choices[0].message if getattr(response, "choices", None) else None
+    got = len(message.content or "") if message is not None else 0
+    for call in (message.tool_calls or []) if message is not None else []:
+        got += len(call.function.name) + len(call.function.arguments or "")
+    return sent // 4, got // 4
 
-    def __init__(self, model):
+
+class UsageMeter:
+    """Counts the requests and tokens of a camel model backend (every agent shares it);
+    ``on_call`` sees the totals after each answered request."""
+
+    def __init__(self, model, on_call: Callable[[dict[str, int]], None] | None = None):
         self.calls = self.prompt_tokens = self.completion_tokens = 0
         arun = model.arun
 
-        async def counted(*args, **kwargs):
-            response = await arun(*args, **kwargs)
+        async def counted(messages, *args, **kwargs):
+            response = await arun(messages, *args, **kwargs)
             self.calls += 1
             usage = getattr(response, "usage", None)
             if usage is not None:
                 self.prompt_tokens += usage.prompt_tokens or 0
                 self.completion_tokens += usage.completion_tokens or 0
+            else:
+                prompt, completion = estimate_tokens(messages, response)
+                self.prompt_tokens += prompt
+                self.completion_tokens += completion
+            if on_call is not None:
+                on_call(self.snapshot())
             return response
 
         model.arun = counted

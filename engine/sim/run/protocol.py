@@ -3,12 +3,16 @@
 Parent -> child (stdin), one object per line, each with an ``id`` the reply echoes:
   {"id": "r1", "type": "interview", "question": "...", "agent_ids": [0, 3] | null,
    "platforms": ["twitter", "reddit"]}
-  {"id": "r2", "type": "stop"}    finish the current round, then end (no idle time)
+  {"id": "r2", "type": "stop", "reason": "..."}   finish the current round, then end (no idle
+                                  time); the optional reason becomes the run's stop reason
   {"id": "r3", "type": "close"}   end the idle time after the last round now
   {"id": "r4", "type": "ping"}
 Child -> parent (stdout): events ``ready``, ``setup``, ``round_start``, ``round_end``,
-``simulation_end``, ``idle``, ``error``, ``done`` and replies
+``usage``, ``simulation_end``, ``idle``, ``error``, ``done`` and replies
   {"type": "reply", "id": "r1", "ok": true, "answers": [...]} / {"ok": false, "error": "..."}.
+``usage`` events (at most one a second), ``round_end``, ``done`` and interview replies carry
+``"usage": {"process", "calls", "prompt_tokens", "completion_tokens"}``, the child process's
+cumulative LLM usage (see ``usage_log``).
 End of input on stdin means the parent is gone: the child stops at the end of the round.
 """
 from __future__ import annotations
@@ -55,6 +59,10 @@ class RunSpec:
     timeout_s: float = 120.0
     context_tokens: int = 8192    # an agent's context budget (camel trims older memory beyond it)
     log_level: str = "WARNING"
+    # LLM budget the run may still spend: [{"cap": "llm.job_budget_tokens", "unit": "tokens" | "usd",
+    # "left": 1234}], and the model's price (USD per 1M prompt, completion tokens) for the usd caps
+    caps: list[dict] = field(default_factory=list)
+    price: list[float] = field(default_factory=lambda: [0.0, 0.0])
     platforms: list[str] = field(default_factory=lambda: list(PLATFORMS))
 
     def to_json(self) -> str:

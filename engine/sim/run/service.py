@@ -8,6 +8,12 @@ as they were then; when no usable checkpoint exists it starts over from round 1 
 Each run names the process whose child serves it (``owner``, see engine.owners). Another process
 on the same database never signals that child nor runs the simulation alongside it: only once
 the owner is gone is its child ended as a stray and the run recovered.
+
+LLM budgets hold during a run (``accounting``): the child is told what the job's and the
+scope's caps still allow and stops at the end of the round in which it reaches one; the usage
+it reports as it goes is recorded at once, and a cap reached meanwhile (the scope's other jobs
+spend too) stops it the same way. A run stopped at a cap, or one whose cap is still reached,
+ends its job with a message that names the cap, the usage and the key to raise.
 """
 from __future__ import annotations
 
@@ -21,16 +27,21 @@ from typing import Any, Awaitable, Callable
 from engine.db import Database
 from engine.jobs import JobError, utcnow
 from engine.owners import ProcessOwner
+from engine.llm.errors import BudgetExceeded
+from engine.llm.usage import Allowance
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
+from engine.sim.run.accounting import RunUsage
 from engine.sim.run.executor import Executor, RunGone, RunHandle, RunTimeout, end_stray_child
 from engine.sim.run.protocol import PLATFORMS, SPEC_FILE, RunSpec, platform_db
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[..., Awaitable[None]]  # JobContext.progress(fraction, message, **data)
-UsageSink = Callable[[dict[str, int]], Awaitable[None]]  # {"calls", "prompt_tokens", "completion_tokens"}
-USAGE_KEYS = ("calls", "prompt_tokens", "completion_tokens")
 LIVE = ("running", "idle")
+
+
+class RunUnreachable(JobError):
+    """The run's agents cannot be asked: its process is gone or cannot be reopened."""
 
 
 @dataclass
@@ -112,23 +123,15 @@ class _Follow:
     restart_reason: str = ""
     done_status: str = ""
     stop_reason: str = ""
-    usage: dict[str, int] = field(default_factory=lambda: dict.fromkeys(USAGE_KEYS, 0))
-    on_usage: UsageSink | None = None
-
-    async def saw_usage(self, total: dict[str, int] | None) -> None:
-        """The child reports its cumulative usage; pass on what is new."""
-        if not total:
-            return
-        delta = {k: total.get(k, 0) - self.usage[k] for k in USAGE_KEYS}
-        if delta["calls"] > 0:
-            self.usage = {k: total.get(k, 0) for k in USAGE_KEYS}
-            if self.on_usage is not None:
-                await self.on_usage(delta)
+    folder: Path = Path(".")
+    job_id: str | None = None
+    scope: str | None = None
+    budget_stop: str = ""   # the cap that made the parent stop the run, once it did
 
 
 class SimRuns:
     def __init__(self, db: Database, executor: Executor, llm: LLMTarget, settings: RunSettings | None = None,
-                 owner: ProcessOwner | None = None):
+                 owner: ProcessOwner | None = None, usage: RunUsage | None = None):
         self.db = db
         self.executor = executor
         self.llm = llm
@@ -136,9 +139,11 @@ class SimRuns:
         # Without an owner given, the service is a process owner of its own, released at close.
         self.owner = owner or ProcessOwner(db)
         self._owns_owner = owner is None
+        self.usage = usage  # None: the runs' LLM usage is neither recorded nor capped
         self._locks: dict[str, asyncio.Lock] = {}
         self._stopping: set[str] = set()
         self._background: dict[str, asyncio.Task] = {}  # sim_id -> follower of an idle run
+        self._background_stops: set[asyncio.Task] = set()
 
     # -- state ----------------------------------------------------------------------------
 
@@ -176,6 +181,8 @@ class SimRuns:
             if await self.elsewhere(row["sim_id"]) is not None:
                 continue
             await end_stray_child(row["pid"], Path(row["folder"]))
+            if self.usage is not None:
+                await self.usage.reconcile(row["sim_id"], Path(row["folder"]))
             status = "completed" if row["status"] == "idle" else "interrupted"
             await self._set(row["sim_id"], status=status, pid=None)
             found.append(row["sim_id"])
@@ -183,9 +190,11 @@ class SimRuns:
 
     # -- running ----------------------------------------------------------------------------
 
-    def _spec(self, mode: str) -> RunSpec:
+    def _spec(self, mode: str, caps: list[Allowance] = ()) -> RunSpec:
         s = self.settings
-        return RunSpec(base_url=self.llm.base_url, model=self.llm.model, api_key_env=self.llm.api_key_env,
+        return RunSpec(caps=[{"cap": a.cap, "unit": a.unit, "left": a.left} for a in caps],
+                       price=self.usage.price() if self.usage is not None else [0.0, 0.0],
+                       base_url=self.llm.base_url, model=self.llm.model, api_key_env=self.llm.api_key_env,
                        mode=mode, max_rounds=s.max_rounds, idle_s=s.idle_s, memory_rounds=s.memory_rounds,
                        max_steps_per_round=s.max_steps_per_round, follow_density=s.follow_density,
                        llm_concurrency=s.llm_concurrency, timeout_s=self.llm.timeout_s,
@@ -195,10 +204,12 @@ class SimRuns:
         return self._locks.setdefault(sim_id, asyncio.Lock())
 
     async def run(self, sim_id: str, folder: Path, progress: Progress, job_id: str | None = None,
-                  on_usage: UsageSink | None = None) -> dict:
+                  scope: str | None = None) -> dict:
         """Run (or resume) the simulation in ``folder`` until its last round; the environment
         then stays open for interviews for ``idle_s`` seconds. Raises JobError when the run is
-        stopped, fails or its process dies; cancelling the caller terminates the process."""
+        stopped, fails or its process dies (BudgetExceeded when a cap stopped it or holds it);
+        cancelling the caller terminates the process. Its LLM usage counts for ``job_id`` and
+        ``scope``."""
         folder = Path(folder).resolve()
         cfg = SimulationConfig.model_validate_json((folder / CONFIG_FILE).read_text(encoding="utf-8"))
         rounds_total = min(cfg.time.rounds, self.settings.max_rounds)
@@ -210,20 +221,23 @@ class SimRuns:
             row = await self.db.fetchone("SELECT * FROM sim_runs WHERE sim_id = ?", (sim_id,))
             if row is not None:
                 await end_stray_child(row["pid"], folder)  # its owner is gone (or was this process)
+                job_id, scope = job_id or row["job_id"], scope or row["scope"]
+            caps = await self._budget_before_start(sim_id, folder, row is not None, job_id, scope)
             await self.owner.start()
             mode = "resume" if row is not None else "start"
-            (folder / SPEC_FILE).write_text(self._spec(mode).to_json(), encoding="utf-8")
+            (folder / SPEC_FILE).write_text(self._spec(mode, caps).to_json(), encoding="utf-8")
             now = utcnow()
             await self.db.execute(
-                "INSERT INTO sim_runs(sim_id, folder, job_id, status, rounds_total, started_at, updated_at, owner)"
-                " VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(sim_id) DO UPDATE SET folder=excluded.folder,"
-                " job_id=coalesce(excluded.job_id, job_id), status='running', rounds_total=excluded.rounds_total,"
-                " error=NULL, updated_at=excluded.updated_at, owner=excluded.owner",
-                (sim_id, str(folder), job_id, "running", rounds_total, now, now, self.owner.id))
+                "INSERT INTO sim_runs(sim_id, folder, job_id, scope, status, rounds_total, started_at, updated_at,"
+                " owner) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(sim_id) DO UPDATE SET folder=excluded.folder,"
+                " job_id=coalesce(excluded.job_id, job_id), scope=coalesce(excluded.scope, scope),"
+                " status='running', rounds_total=excluded.rounds_total, error=NULL, updated_at=excluded.updated_at,"
+                " owner=excluded.owner",
+                (sim_id, str(folder), job_id, scope, "running", rounds_total, now, now, self.owner.id))
             self._stopping.discard(sim_id)
             handle = await self.executor.start(sim_id, folder)
             await self._set(sim_id, pid=handle.pid)
-        state = _Follow(rounds_total=rounds_total, on_usage=on_usage)
+        state = _Follow(rounds_total=rounds_total, folder=folder, job_id=job_id, scope=scope)
         ticker = asyncio.create_task(self._tick(state, progress))
         try:
             await self._follow_until_rounds_end(sim_id, handle, state)
@@ -234,11 +248,49 @@ class SimRuns:
             ticker.cancel()
         await progress(1.0, self._progress_text(state), **self._progress_data(state))
         return {"rounds": rounds_total, "rounds_done": state.rounds_done, "actions": state.actions,
-                "restart_reason": state.restart_reason, "usage": state.usage}
+                "restart_reason": state.restart_reason}
 
     async def job(self, ctx) -> dict:
         """Handler of the ``sim_run`` job: params ``sim_id`` and ``folder``."""
-        return await self.run(ctx.params["sim_id"], Path(ctx.params["folder"]), ctx.progress, job_id=ctx.id)
+        return await self.run(ctx.params["sim_id"], Path(ctx.params["folder"]), ctx.progress, job_id=ctx.id,
+                              scope=ctx.job.scope)
+
+    # -- budget -----------------------------------------------------------------------------
+
+    async def _budget_before_start(self, sim_id: str, folder: Path, ran_before: bool, job_id: str | None,
+                                   scope: str | None) -> list[Allowance]:
+        """Record what earlier processes left unrecorded; refuse to start when a cap is reached;
+        otherwise what each cap still allows (for the child)."""
+        if self.usage is None:
+            return []
+        if ran_before:
+            await self.usage.reconcile(sim_id, folder)
+        if reached := await self.usage.over_budget(job_id, scope):
+            raise BudgetExceeded(f"simulation {sim_id} cannot run on: {reached}; "
+                                 f"/sim resume {sim_id} continues once the budget allows")
+        return await self.usage.allowances(job_id, scope)
+
+    async def _saw_usage(self, sim_id: str, handle: RunHandle, state: _Follow | None, usage: dict | None) -> None:
+        """Record the child's cumulative usage; stop the run at the end of its round when a cap
+        is reached (the child holds the caps it was given; the scope's other jobs spend too)."""
+        if self.usage is None or not usage:
+            return
+        await self.usage.saw(sim_id, usage)
+        if state is None or state.budget_stop or sim_id in self._stopping:
+            return
+        if reached := await self.usage.over_budget(state.job_id, state.scope):
+            state.budget_stop = reached
+            self._stopping.add(sim_id)
+            task = asyncio.create_task(self._request_stop(handle, reached), name=f"sim-{sim_id}-budget-stop")
+            self._background_stops.add(task)
+            task.add_done_callback(self._background_stops.discard)
+
+    @staticmethod
+    async def _request_stop(handle: RunHandle, reason: str) -> None:
+        try:
+            await handle.request("stop", timeout=10.0, reason=f"at its LLM budget: {reason}")
+        except (RunGone, RunTimeout, RuntimeError):
+            pass  # it ended meanwhile
 
     async def _follow_until_rounds_end(self, sim_id: str, handle: RunHandle, state: _Follow) -> None:
         events = handle.events()
@@ -260,18 +312,22 @@ class SimRuns:
                 state.posts = ([{**p, "platform": event["platform"]} for p in event.get("posts", [])]
                                + state.posts)[:5]
                 await self._set(sim_id, rounds_done=state.rounds_done, actions=state.actions)
-                await state.saw_usage(event.get("usage"))
+                await self._saw_usage(sim_id, handle, state, event.get("usage"))
+            elif kind == "usage":
+                await self._saw_usage(sim_id, handle, state, event.get("usage"))
             elif kind == "error":
                 state.error = event["message"]
             elif kind == "idle":
                 await self._set(sim_id, status="idle")
-                self._watch_in_background(sim_id, handle, events)
+                self._watch_in_background(sim_id, handle, events, state.folder)
                 return
             elif kind == "done":
                 state.done_status = event["status"]
                 state.stop_reason = event.get("stop_reason") or ""
-                await state.saw_usage(event.get("usage"))
+                await self._saw_usage(sim_id, handle, None, event.get("usage"))
             elif kind == "exit":
+                if self.usage is not None:
+                    await self.usage.reconcile(sim_id, state.folder)
                 await self._ended(sim_id, state, event["returncode"])
                 return
 
@@ -284,6 +340,12 @@ class SimRuns:
             return
         if state.done_status == "stopped" or (sim_id in self._stopping and returncode is not None):
             await self._set(sim_id, status="stopped", pid=None)
+            if state.budget_stop or state.stop_reason.startswith("at its LLM budget"):
+                # what the cap says now, with the whole last round recorded
+                reached = (self.usage is not None and await self.usage.over_budget(state.job_id, state.scope)
+                           or state.budget_stop or state.stop_reason)
+                raise BudgetExceeded(f"simulation {sim_id} stopped {where}: {reached}; "
+                                     f"/sim resume {sim_id} continues from there once the budget allows")
             reason = state.stop_reason or "on request"
             raise JobError(f"simulation {sim_id} stopped {where} {reason}; resume continues from there")
         if state.done_status == "failed" or state.error:
@@ -298,11 +360,15 @@ class SimRuns:
         await handle.cancel()
         await self._set(sim_id, status="cancelled", pid=None)
 
-    def _watch_in_background(self, sim_id: str, handle: RunHandle, events) -> None:
+    def _watch_in_background(self, sim_id: str, handle: RunHandle, events, folder: Path) -> None:
         """After the last round the child idles for interviews; record when it finally exits."""
         async def watch() -> None:
             async for event in events:
-                if event["type"] == "exit":
+                if event["type"] in ("usage", "done"):
+                    await self._saw_usage(sim_id, handle, None, event.get("usage"))
+                elif event["type"] == "exit":
+                    if self.usage is not None:
+                        await self.usage.reconcile(sim_id, folder)
                     await self._set(sim_id, status="completed", pid=None)
         task = asyncio.create_task(watch(), name=f"sim-{sim_id}-idle")
         self._background[sim_id] = task
@@ -375,23 +441,24 @@ class SimRuns:
         """Bring a finished run's environment back from its databases, for interviews."""
         state = await self.get(sim_id)
         if state is None:
-            raise JobError(f"simulation {sim_id} has not run yet")
+            raise RunUnreachable(f"simulation {sim_id} has not run yet")
         if (where := await self.elsewhere(sim_id)) is not None:
             raise JobError(f"simulation {sim_id} is {state.status} in {where}; interview its agents there")
         folder = Path(state.folder)
         if not any(platform_db(folder, p).exists() for p in PLATFORMS):
-            raise JobError(f"simulation {sim_id} has no databases to reopen")
-        (folder / SPEC_FILE).write_text(self._spec("reopen").to_json(), encoding="utf-8")
+            raise RunUnreachable(f"simulation {sim_id} has no databases to reopen")
+        caps = await self._interview_allowances(sim_id, folder)
+        (folder / SPEC_FILE).write_text(self._spec("reopen", caps).to_json(), encoding="utf-8")
         handle = await self.executor.start(sim_id, folder)
         async for event in handle.events():
             if event["type"] == "ready":
                 return handle
             if event["type"] == "error":
                 await handle.cancel()
-                raise JobError(f"could not reopen simulation {sim_id}: {event['message']}")
+                raise RunUnreachable(f"could not reopen simulation {sim_id}: {event['message']}")
             if event["type"] == "exit":
-                raise JobError(f"could not reopen simulation {sim_id} (see run.log)")
-        raise JobError(f"could not reopen simulation {sim_id}")
+                raise RunUnreachable(f"could not reopen simulation {sim_id} (see run.log)")
+        raise RunUnreachable(f"could not reopen simulation {sim_id}")
 
     async def interview(self, sim_id: str, agent_ids: list[int] | None, question: str,
                         platforms: list[str] | None = None, asked_by: str = "",
@@ -408,14 +475,17 @@ class SimRuns:
             handle = await self.executor.attach(sim_id)
             if handle is None:
                 handle = await asyncio.wait_for(self._reopen(sim_id), self.settings.start_timeout_s)
+            elif self.usage is not None:
+                await self._interview_budget(sim_id)
         try:
             reply = await handle.request("interview", timeout or self.settings.interview_timeout_s,
                                          question=question, agent_ids=agent_ids,
                                          platforms=platforms or list(PLATFORMS))
         except (RunGone, RunTimeout) as err:
-            raise JobError(str(err)) from None
+            raise RunUnreachable(str(err)) from None
         except RuntimeError as err:
             raise JobError(f"interview failed: {err}") from None
+        await self._saw_usage(sim_id, handle, None, reply.get("usage"))
         answers = [Answer(sim_id=sim_id, platform=a["platform"], agent_id=a["agent_id"], name=a["name"],
                           question=question, answer=a.get("answer"), error=a.get("error"), round=a["round"])
                    for a in reply["answers"]]
@@ -434,8 +504,23 @@ class SimRuns:
                        question=r["question"], answer=r["answer"], error=r["error"], round=r["round"])
                 for r in rows]
 
+    async def _interview_allowances(self, sim_id: str, folder: Path) -> list[Allowance]:
+        """Before a finished run is reopened: what its earlier processes left unrecorded is
+        recorded, and a reached cap refuses the interview."""
+        if self.usage is None:
+            return []
+        await self.usage.reconcile(sim_id, folder)
+        return await self.usage.allowances(*await self._interview_budget(sim_id))
+
+    async def _interview_budget(self, sim_id: str) -> tuple[str | None, str | None]:
+        """The run's job and scope; BudgetExceeded when they have no budget left for a question."""
+        job_id, scope = await self.usage.owner(sim_id)
+        if reached := await self.usage.over_budget(job_id, scope):
+            raise BudgetExceeded(f"no interview: {reached}")
+        return job_id, scope
+
     async def close(self) -> None:
-        for task in list(self._background.values()):
+        for task in [*self._background.values(), *self._background_stops]:
             task.cancel()
         if self._owns_owner:
             await self.owner.release()

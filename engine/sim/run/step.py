@@ -11,7 +11,9 @@ import weakref
 from engine.config import Config
 from engine.db import Database
 from engine.owners import ProcessOwner
+from engine.llm.usage import UsageLedger
 from engine.sim import pipeline
+from engine.sim.run.accounting import RunUsage
 from engine.sim.run.executor import LocalExecutor
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
 
@@ -27,27 +29,26 @@ def settings_from(config: Config) -> RunSettings:
                        progress_interval_s=config.jobs.progress_interval_s)
 
 
-def runs_for(db: Database, config: Config, owner: ProcessOwner | None = None) -> SimRuns:
+def runs_for(db: Database, config: Config, owner: ProcessOwner | None = None,
+             ledger: UsageLedger | None = None) -> SimRuns:
     """The run service of this database (one per bot process, created on first use, with the
-    process's ``owner`` when given)."""
+    process's ``owner`` when given). Runs record their LLM usage in ``ledger``, the shared LLM
+    client's, so its budget checks see it."""
     runs = _services.get(db)
     if runs is None:
         llm = LLMTarget(config.llm.base_url, config.llm.model, config.llm.api_key_env, config.llm.timeout_s)
-        runs = _services[db] = SimRuns(db, LocalExecutor(), llm, settings_from(config), owner)
+        usage = RunUsage(db, ledger or UsageLedger(config.llm, db), config.llm.model)
+        runs = _services[db] = SimRuns(db, LocalExecutor(), llm, settings_from(config), owner, usage)
     return runs
 
 
 async def step(ctx: pipeline.SimContext) -> dict:
-    runs = runs_for(ctx.db, ctx.config)
+    runs = runs_for(ctx.db, ctx.config, ledger=ctx.llm.usage)
 
     async def progress(fraction, message, **data) -> None:
         await ctx.progress(fraction, message)
 
-    async def usage(delta: dict[str, int]) -> None:
-        await ctx.llm.usage.record(ctx.config.llm.model, delta["prompt_tokens"], delta["completion_tokens"],
-                                   job=ctx.job_id, scope=ctx.scope, calls=delta["calls"])
-
-    result = await runs.run(ctx.sim_id, ctx.folder, progress, job_id=ctx.job_id, on_usage=usage)
+    result = await runs.run(ctx.sim_id, ctx.folder, progress, job_id=ctx.job_id, scope=ctx.scope)
     summary = {"rounds": result["rounds"], "actions": sum(result["actions"].values())}
     summary.update({f"{p} actions": n for p, n in sorted(result["actions"].items())})
     if result["restart_reason"]:
