@@ -7,6 +7,7 @@ Reading API used by the report agent: ``search``, ``facts``, ``entity``, ``neigh
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -25,6 +26,7 @@ _TITLES = (r"^(?:the|mr|mrs|ms|dr|prof|professor|sir|dame|madam|president|prime 
            r"governor|mayor|councillor|councilor|judge|chief|general|ceo|chairman|chairwoman|rep)\.?\s+")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # entity resolution asks again for every mention and relation
 def normalise_name(name: str) -> str:
     """Lower-case, no punctuation, no leading title or article, no possessive: for matching."""
     text = name.lower().strip()
