@@ -2,9 +2,6 @@
 event loop stays responsive while thousands of names are resolved."""
 from __future__ import annotations
 
-import asyncio
-import time
-
 import numpy as np
 import pytest
 
@@ -13,6 +10,7 @@ from engine.sim.graph import ExtractedEntity, ExtractedRelation, Extraction, res
 from engine.sim.ontology import normalise
 from tests.entity_data import synthetic_extractions
 from tests.llm_fixtures import embedder  # noqa: F401
+from tests.loop_lag import watch_loop
 
 pytestmark = pytest.mark.timeout(300)
 P, O = "Person", "Organization"
@@ -117,19 +115,8 @@ def test_vectorised_merge_equals_the_pairwise_rule_on_planted_near_duplicates():
 
 async def test_event_loop_stays_responsive_while_2000_names_are_resolved(embedder):
     data = synthetic_extractions(2000)
-    worst, done = 0.0, asyncio.Event()
-
-    async def tick() -> None:
-        nonlocal worst
-        while not done.is_set():
-            before = time.perf_counter()
-            await asyncio.sleep(0.01)
-            worst = max(worst, time.perf_counter() - before - 0.01)
-
-    ticker = asyncio.create_task(tick())
-    entities, _, stats = await resolve(data, normalise(None), embedder, 0.86)
-    done.set()
-    await ticker
+    async with watch_loop() as lag:
+        entities, _, stats = await resolve(data, normalise(None), embedder, 0.86)
     assert stats["names"] >= 2000 and len(entities) < stats["names"]
     # Resolved on the loop, these names held it for about a second at a time.
-    assert worst < 0.3, f"the event loop stalled for {worst * 1000:.0f} ms"
+    assert lag.worst < 0.3, f"the event loop stalled for {lag.worst * 1000:.0f} ms"

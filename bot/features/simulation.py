@@ -29,7 +29,7 @@ def setup(app) -> None:
     reg = app.commands
     _embedder(app)
 
-    app.services["sim_graph"] = GraphStore(app.db, _embedder(app))
+    app.services["sim_graph"] = GraphStore(app.db, _embedder(app), app.config.simulation.graph_cache_size)
 
     async def run_simulation(job):
         llm = app.services.get("llm")
