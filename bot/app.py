@@ -11,6 +11,7 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from bot.commands.registry import Command, CommandContext, Registry, UsageError, parse_text_args
+from bot.files import FileRetention
 from bot.neutral import Incoming, Reply
 from engine.config import Config
 from engine.db import Database, open_database
@@ -49,6 +50,11 @@ class App:
         self.outlets: dict[str, Callable[[str, str], Reply]] = {}  # platform -> (scope, channel) -> Reply
         self.background: set = set()  # tasks that follow jobs; kept so they are not collected
         self.jobs.subscribe(self._follow_new_jobs)
+        # downloaded attachments and files written for upload: deleted after use and by age
+        self.files = FileRetention(config.data_dir, config.bot.file_retention_hours, db)
+        self.jobs.subscribe(self.files.on_job_event)
+        self.on_start.append(self.files.start)
+        self.on_stop.append(self.files.stop)
 
     @classmethod
     async def create(cls, config: Config, features: list[str] | None = None) -> "App":
@@ -145,22 +151,26 @@ class App:
             args = parse_text_args(command, rest, msg.attachments, files_from_text)
         except UsageError as err:
             await reply.error(str(err))
+            await self.files.discard(a.path for a in msg.attachments)
             return
         await self.run_command(command, msg, args, reply)
 
     async def run_command(self, command: Command, msg: Incoming, args: dict[str, Any], reply: Reply) -> None:
         """Entry point for adapters that parse arguments themselves (Discord app commands)."""
-        if command.permission == "admin" and not msg.is_admin:
-            await reply.error(f"/{command.name} needs an administrator of this server or chat.")
-            return
-        ctx = CommandContext(self, msg, args, reply)
         try:
-            await command.handler(ctx)
-        except (UsageError, JobError) as err:
-            await reply.error(str(err))
-        except Exception as err:
-            log.exception("command /%s failed", command.name)
-            await reply.error(f"/{command.name} failed: {type(err).__name__}. The error was logged.")
+            if command.permission == "admin" and not msg.is_admin:
+                await reply.error(f"/{command.name} needs an administrator of this server or chat.")
+                return
+            ctx = CommandContext(self, msg, args, reply)
+            try:
+                await command.handler(ctx)
+            except (UsageError, JobError) as err:
+                await reply.error(str(err))
+            except Exception as err:
+                log.exception("command /%s failed", command.name)
+                await reply.error(f"/{command.name} failed: {type(err).__name__}. The error was logged.")
+        finally:
+            await self.files.discard(a.path for a in msg.attachments)
 
     async def ingest(self, msg: Incoming) -> None:
         if await self.get_setting(msg.scope, msg.channel, "memory", "on") == "off":

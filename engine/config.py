@@ -30,6 +30,7 @@ def secret(env_name: str) -> str | None:
 class BotSection(Section):
     data_dir: str = "data"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    file_retention_hours: float = Field(24.0, gt=0.0)  # downloads/outgoing files left behind are deleted after this
 
 
 class DatabaseSection(Section):
