@@ -92,8 +92,8 @@ async def main() -> None:
     embedder = Embedder(cfg.model, cfg.batch_size, cfg.device)
     before = load_before(args.before)
     ontology = normalise(None)
-    print(f"| names | before s | after s | speed-up | before worst loop lag ms | after worst loop lag ms "
-          f"| same groups | merged by embedding |")
+    print("| names | before s | after s | speed-up | before worst loop lag ms | after worst loop lag ms "
+          "| same groups | merged by embedding |")
     print("|---|---|---|---|---|---|---|---|")
     for n in (int(s) for s in args.sizes.split(",")):
         extractions = synthetic_extractions(n)
@@ -105,7 +105,7 @@ async def main() -> None:
         normalise_name.cache_clear()  # a cold cache, as in a fresh graph step
         t1, lag1, (ents1, edges1, stats1) = await timed(resolve, extractions, ontology, cached, args.threshold)
         same = groups_of(ents0) == groups_of(ents1) and len(edges0) == len(edges1)
-        print(f"| {stats1['names']:,} | {t0:.2f} | {t1:.3f} | {t0 / t1:.0f}x | {lag0 * 1000:.0f} | {lag1 * 1000:.0f} "
+        print(f"| {stats1['names']:,} | {t0:.2f} | {t1:.3f} | {t0 / t1:.1f}x | {lag0 * 1000:.0f} | {lag1 * 1000:.0f} "
               f"| {'yes' if same else 'NO'} | {stats0['merged_by_embedding']} / {stats1['merged_by_embedding']} |")
 
 

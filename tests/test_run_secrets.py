@@ -5,7 +5,6 @@ the way OpenAI does (quoting it in a 401); every agent step fails, the child end
 traceback that holds the key, and run.log, the child's events and the logs must mask it."""
 from __future__ import annotations
 
-import asyncio
 import logging
 import subprocess
 import sys
