@@ -99,3 +99,23 @@ def test_config_named_secret_with_an_ordinary_name_is_masked(monkeypatch, capsys
         root.setLevel(level)
     err = capsys.readouterr().err
     assert "logging in with ***" in err and "creds-abcdef-123" not in err
+
+
+def test_masked_output_covers_prints_raw_writes_split_secrets_and_an_uncaught_traceback(tmp_path):
+    script = (
+        "import os\n"
+        "from engine.redact import Redactor\n"
+        "from engine.sim.run.masked_output import mask_output\n"
+        "mask_output(Redactor(['hunter2-secret']))\n"
+        "print('printed hunter2-secret', flush=True)\n"
+        "os.write(2, b'raw write hunter2-')\n"
+        "os.write(2, b'secret tail\\n')\n"
+        "raise RuntimeError('boom hunter2-secret')\n")
+    log = tmp_path / "run.log"
+    with open(log, "wb") as out:
+        done = subprocess.run([sys.executable, "-c", script], stdout=out, stderr=out, timeout=60,
+                              cwd=str(Path(__file__).resolve().parent.parent))
+    text = log.read_text()
+    assert done.returncode == 1
+    assert "printed ***" in text and "raw write *** tail" in text and "RuntimeError: boom ***" in text
+    assert "hunter2" not in text

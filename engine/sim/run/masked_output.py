@@ -26,8 +26,11 @@ def _pump(read_fd: int, out_fd: int, redactor: Redactor) -> None:
     def write(data: bytes) -> None:
         text = redactor.mask(data.decode("utf-8", "surrogateescape"))
         payload = text.encode("utf-8", "surrogateescape")
-        while payload:
-            payload = payload[os.write(out_fd, payload):]
+        try:
+            while payload:
+                payload = payload[os.write(out_fd, payload):]
+        except OSError:  # a full disk loses log text; the pipe must still drain or writers block
+            pass
 
     pending = b""
     while chunk := os.read(read_fd, _CHUNK):
