@@ -157,19 +157,19 @@ class App:
 
     async def run_command(self, command: Command, msg: Incoming, args: dict[str, Any], reply: Reply) -> None:
         """Entry point for adapters that parse arguments themselves (Discord app commands)."""
+        if command.permission == "admin" and not msg.is_admin:
+            await reply.error(f"/{command.name} needs an administrator of this server or chat.")
+            await self.files.discard(a.path for a in msg.attachments)
+            return
+        ctx = CommandContext(self, msg, args, reply)
         try:
-            if command.permission == "admin" and not msg.is_admin:
-                await reply.error(f"/{command.name} needs an administrator of this server or chat.")
-                return
-            ctx = CommandContext(self, msg, args, reply)
-            try:
-                await command.handler(ctx)
-            except (UsageError, JobError) as err:
-                await reply.error(str(err))
-            except Exception as err:
-                log.exception("command /%s failed", command.name)
-                await reply.error(f"/{command.name} failed: {type(err).__name__}. The error was logged.")
-        finally:
+            await command.handler(ctx)
+        except (UsageError, JobError) as err:
+            await reply.error(str(err))
+        except Exception as err:
+            log.exception("command /%s failed", command.name)
+            await reply.error(f"/{command.name} failed: {type(err).__name__}. The error was logged.")
+        finally:  # the command is over: its downloads go, unless a job or a /confirm needs them
             await self.files.discard(a.path for a in msg.attachments)
 
     async def ingest(self, msg: Incoming) -> None:
