@@ -15,6 +15,7 @@ from typing import Any, Awaitable, Callable
 
 from bot.adapters.base import Adapters
 from bot.commands.registry import CommandContext, Registry, UsageError, parse_text_args
+from bot.files import FileRetention
 from bot.neutral import Attachment, Incoming, Reply
 from engine.config import Config
 from engine.db import Database, open_database
@@ -63,6 +64,11 @@ class App:
         self.background: set = set()  # tasks that follow jobs; kept so they are not collected
         self._settings: dict[tuple[str, str, str], str | None] = {}  # (scope, channel, key) -> value
         self.jobs.subscribe(self._follow_new_jobs)
+        # downloaded attachments and files written for upload: deleted after use and by age
+        self.files = FileRetention(config.data_dir, config.bot.file_retention_hours, db)
+        self.jobs.subscribe(self.files.on_job_event)
+        self.on_start.append(self.files.start)
+        self.on_stop.append(self.files.stop)
 
     @classmethod
     async def create(cls, config: Config, features: list[str] | None = None) -> "App":
@@ -196,15 +202,17 @@ class App:
             return
         await reply.accept()
         await self.settled(msg.scope, msg.channel)  # the command sees every earlier message of its channel
-        if not await self._fetch_attachments(args, reply):
-            return
         try:
+            if not await self._fetch_attachments(args, reply):
+                return
             await command.handler(ctx)
         except (UsageError, JobError) as err:
             await reply.error(str(err))
         except Exception as err:
             log.exception("command /%s failed", command.name)
             await reply.error(f"/{command.name} failed: {type(err).__name__}. The error was logged.")
+        finally:  # the command is over: its downloads go, unless a job or a /confirm needs them
+            await self.files.discard(a.path for a in msg.attachments)
 
     @staticmethod
     async def _fetch_attachments(args: dict[str, Any], reply: Reply) -> bool:

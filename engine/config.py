@@ -30,6 +30,7 @@ def secret(env_name: str) -> str | None:
 class BotSection(Section):
     data_dir: str = "data"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
+    file_retention_hours: float = Field(24.0, gt=0.0)  # downloads/outgoing files left behind are deleted after this
 
 
 class DatabaseSection(Section):
@@ -91,6 +92,7 @@ class SimulationSection(Section):
     chunk_overlap: int = Field(50, ge=0)
     extract_concurrency: int = Field(4, ge=1, le=64)
     entity_merge_similarity: float = Field(0.86, ge=0.0, le=1.0)
+    graph_cache_size: int = Field(8, ge=1, le=1000)  # simulation graphs kept loaded for reading (LRU)
     max_agents: int = Field(50, ge=1, le=1000)
     default_agents: int = Field(20, ge=1)
     persona_batch: int = Field(15, ge=1, le=50)

@@ -180,6 +180,8 @@ async def test_long_answers_are_split_or_sent_as_files_and_oversized_uploads_exp
         (name, data), = [f for c in posts for f in c.files.values()]
         assert name.endswith(".md") and data == b"y" * 7000
         assert "huge.bin is 19.5 KiB, more than the 10.2 KiB" in texts[2] and "not attached" in texts[2]
+        assert not list((app.config.data_dir / "outgoing").rglob("*.md"))  # deleted once uploaded
+        assert (app.config.data_dir / "huge.bin").exists()  # not the bot's to delete
     finally:
         await stop_bot(app, stop, task)
 

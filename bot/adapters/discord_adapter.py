@@ -135,7 +135,11 @@ class DiscordReply(Reply):
         if len(text) > LONG_AS_FILE:
             path = self.adapter.outgoing_dir() / f"answer-{time.time_ns()}.md"
             path.write_text(text, encoding="utf-8")
-            return await self.upload(path, "The answer is long, so here it is as a file.")
+            try:
+                return await self.upload(path, "The answer is long, so here it is as a file.")
+            finally:
+                if path.stat().st_size <= self.adapter.max_upload:  # a bigger one is kept for the user
+                    await self.adapter.app.files.discard([path])
         return await super().send(text)
 
     async def upload(self, path: Path, caption: str = "", image: bool = False) -> Sent:

@@ -45,7 +45,7 @@ def setup(app) -> None:
     reg = app.commands
     _embedder(app)
 
-    app.services["sim_graph"] = GraphStore(app.db, _embedder(app))
+    app.services["sim_graph"] = GraphStore(app.db, _embedder(app), app.config.simulation.graph_cache_size)
 
     async def run_simulation(job):
         llm = app.services.get("llm")
@@ -95,7 +95,9 @@ def setup(app) -> None:
                                  f"{cost.describe()}. /sim status {sim_id} shows its steps.")
 
         if _needs_confirmation(app.config, cost):
-            code = app.services["confirmations"].ask(ctx.scope, ctx.message.author_id, start)
+            confirmations = app.services["confirmations"]
+            code = confirmations.ask(ctx.scope, ctx.message.author_id, start)
+            app.files.hold(paths, confirmations.ttl_s)  # start() copies them once confirmed
             await ctx.reply.send(f"This simulation would take {cost.describe()}. "
                                  f"Type /confirm {code} within 10 minutes to start it.")
             return

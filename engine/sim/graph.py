@@ -5,7 +5,8 @@ the ontology; answers are cached per chunk in ``<folder>/extraction/`` so an int
 step resumes without asking again. Entity resolution then makes one node per actor: names
 are normalised (case, punctuation, titles, possessives), a lone surname joins the one full
 name that ends with it, and names of one type whose embeddings are closer than
-``simulation.entity_merge_similarity`` merge. The result is stored by ``GraphStore``.
+``simulation.entity_merge_similarity`` merge (``entity_merge``, vectorised, off the event loop).
+The result is stored by ``GraphStore``.
 """
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from engine.llm import InvalidAnswer
+from engine.offload import run_cpu
 from engine.sim.chunking import Chunk, chunk_documents
+from engine.sim.entity_merge import merge_groups
 from engine.sim.graphstore import NewEdge, NewEntity, normalise_name
 from engine.sim.ontology import Ontology, relation_name
 
@@ -105,23 +108,8 @@ def guess_type(name: str, raw_type: str, ontology: Ontology) -> str:
     return "Organization" if words & ORG_WORDS or name.isupper() else "Person"
 
 
-class _UnionFind:
-    def __init__(self, n: int):
-        self.parent = list(range(n))
-
-    def find(self, i: int) -> int:
-        while self.parent[i] != i:
-            self.parent[i] = self.parent[self.parent[i]]
-            i = self.parent[i]
-        return i
-
-    def union(self, a: int, b: int) -> None:
-        self.parent[self.find(a)] = self.find(b)
-
-
-async def resolve(extractions: list[tuple[int, Extraction]], ontology: Ontology, embedder,
-                  threshold: float) -> tuple[list[NewEntity], list[NewEdge], dict]:
-    """Merge the per-chunk extractions into one graph (one node per actor)."""
+def collect_nodes(extractions: list[tuple[int, Extraction]], ontology: Ontology) -> dict[str, _Node]:
+    """One node per normalised name, with everything the chunks said about it."""
     nodes: dict[str, _Node] = {}
     for _, ex in extractions:
         for e in ex.entities:
@@ -148,39 +136,24 @@ async def resolve(extractions: list[tuple[int, Extraction]], ontology: Ontology,
                     node = nodes[norm] = _Node(name.strip(), norm, mentions=1)
                     node.types[guess_type(name, "", ontology)] += 1
                     node.aliases.add(name.strip())
+    return nodes
 
+
+def build_graph(extractions: list[tuple[int, Extraction]], ontology: Ontology, nodes: dict[str, _Node],
+                vecs: np.ndarray | None, threshold: float) -> tuple[list[NewEntity], list[NewEdge], dict]:
+    """Merge the nodes into entities (``entity_merge``) and attach the relations to them."""
     keys = list(nodes)
-    uf = _UnionFind(len(keys))
-    index = {k: i for i, k in enumerate(keys)}
-    # A lone word ("Okafor") joins the single multi-word name of the same type ending with it.
-    for i, k in enumerate(keys):
-        if " " in k:
-            continue
-        owners = [j for j, other in enumerate(keys) if j != i and other.endswith(" " + k)
-                  and nodes[other].type == nodes[k].type]
-        if len(owners) == 1:
-            uf.union(i, owners[0])
-    merged_by_embedding = 0
-    if len(keys) > 1:
-        vecs = await embedder.embed([nodes[k].name for k in keys])
-        close = np.argwhere(np.triu(vecs @ vecs.T, k=1) >= threshold)  # candidate pairs only
-        for i, j in close:
-            if nodes[keys[i]].type == nodes[keys[j]].type and uf.find(i) != uf.find(j):
-                uf.union(i, j)
-                merged_by_embedding += 1
-
-    groups: dict[int, list[str]] = {}
-    for k in keys:
-        groups.setdefault(uf.find(index[k]), []).append(k)
+    groups, merged_by_embedding = merge_groups(keys, [nodes[k].type for k in keys], vecs, threshold)
     entities: list[NewEntity] = []
     entity_of: dict[str, int] = {}
-    for members in groups.values():
+    for group in groups:
+        members = [keys[i] for i in group]
         parts = [nodes[m] for m in members]
         main = max(parts, key=lambda n: (len(n.name.split()), n.mentions, len(n.name)))
-        types, summaries, attributes, aliases = Counter(), [], {}, set()
+        types, summaries, attributes, aliases = Counter(), {}, {}, set()
         for p in parts:
             types.update(p.types)
-            summaries += [s for s in p.summaries if s not in summaries]
+            summaries.update(dict.fromkeys(p.summaries))  # each once, in order of appearance
             for key, value in p.attributes.items():
                 attributes.setdefault(key, value)
             aliases |= p.aliases
@@ -212,6 +185,15 @@ async def resolve(extractions: list[tuple[int, Extraction]], ontology: Ontology,
     stats = {"mentions": sum(n.mentions for n in nodes.values()), "names": len(nodes),
              "merged_by_embedding": merged_by_embedding, "dropped_relations": dropped}
     return entities, edges, stats
+
+
+async def resolve(extractions: list[tuple[int, Extraction]], ontology: Ontology, embedder,
+                  threshold: float) -> tuple[list[NewEntity], list[NewEdge], dict]:
+    """Merge the per-chunk extractions into one graph (one node per actor). The work runs off
+    the event loop: thousands of names take seconds of Python and matrix work."""
+    nodes = await run_cpu(collect_nodes, extractions, ontology)
+    vecs = await embedder.embed([n.name for n in nodes.values()]) if len(nodes) > 1 else None
+    return await run_cpu(build_graph, extractions, ontology, nodes, vecs, threshold)
 
 
 def _date(value: str) -> str | None:

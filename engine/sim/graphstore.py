@@ -4,129 +4,36 @@ Entities carry a summary, attributes and aliases; edges carry a fact sentence wi
 it became true (``valid_at``) and stopped being true (``invalid_at``), both optional ISO text.
 Reading API used by the report agent: ``search``, ``facts``, ``entity``, ``neighbours``,
 ``chain``, ``entities`` and ``summary``; every record has ``to_dict()`` for tool answers.
+
+This class is a facade: records and name rules live in ``graphrecords``, the reading work in
+``graphsearch``, run off the event loop. Loaded graphs are kept in a least-recently-used cache
+of ``cache_size`` simulations (``[simulation] graph_cache_size``), so a bot that has run many
+simulations keeps only the graphs it is reading.
 """
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import asdict, dataclass, field
-from typing import Any
-
-import networkx as nx
-import numpy as np
+from collections import OrderedDict
 
 from engine.db import Database
-from engine.sim.vectors import TextEmbedder, from_blob, to_blob
+from engine.offload import run_cpu
+from engine.sim import graphsearch
+from engine.sim.graphrecords import EntityRecord, Fact, NewEdge, NewEntity, SearchHit, normalise_name
+from engine.sim.graphsearch import LoadedGraph
+from engine.sim.vectors import TextEmbedder, to_blob
 
-_STOP = {"the", "and", "for", "with", "that", "this", "from", "what", "who", "how", "why", "are", "was",
-         "were", "will", "does", "did", "about", "into", "over", "their", "they", "them", "its", "his",
-         "her", "has", "have", "had", "not", "but", "all", "any", "can", "say", "said", "which", "when"}
-_TITLES = (r"^(?:the|mr|mrs|ms|dr|prof|professor|sir|dame|madam|president|prime minister|minister|senator|"
-           r"governor|mayor|councillor|councilor|judge|chief|general|ceo|chairman|chairwoman|rep)\.?\s+")
-
-
-def normalise_name(name: str) -> str:
-    """Lower-case, no punctuation, no leading title or article, no possessive: for matching."""
-    text = name.lower().strip()
-    text = re.sub(r"['’]s\b", "", text)
-    text = re.sub(r"[^\w\s]", " ", text)
-    text = re.sub(r"\s+", " ", text).strip()
-    previous = None
-    while previous != text:
-        previous, text = text, re.sub(_TITLES, "", text)
-    return text
-
-
-def keywords(text: str) -> set[str]:
-    return {w for w in re.findall(r"\w+", text.lower()) if len(w) >= 3 and w not in _STOP}
-
-
-@dataclass
-class EntityRecord:
-    id: int
-    name: str
-    type: str
-    summary: str
-    attributes: dict[str, str] = field(default_factory=dict)
-    aliases: list[str] = field(default_factory=list)
-    mentions: int = 1
-    degree: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class Fact:
-    id: int
-    source: str
-    relation: str
-    target: str
-    fact: str
-    valid_at: str | None = None
-    invalid_at: str | None = None
-
-    @property
-    def valid(self) -> bool:
-        return not self.invalid_at
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class SearchHit:
-    kind: str  # "entity" or "fact"
-    score: float
-    text: str
-    entity: EntityRecord | None = None
-    fact: Fact | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "score": round(self.score, 4), "text": self.text,
-                **({"entity": self.entity.to_dict()} if self.entity else {}),
-                **({"fact": self.fact.to_dict()} if self.fact else {})}
-
-
-@dataclass
-class NewEntity:
-    name: str
-    type: str
-    summary: str = ""
-    attributes: dict[str, str] = field(default_factory=dict)
-    aliases: list[str] = field(default_factory=list)
-    mentions: int = 1
-
-
-@dataclass
-class NewEdge:
-    source: int  # index into the list of NewEntity
-    target: int
-    relation: str
-    fact: str
-    valid_at: str | None = None
-    invalid_at: str | None = None
-    chunk: int | None = None
-
-
-@dataclass
-class _Loaded:
-    entities: list[EntityRecord]
-    entity_vecs: np.ndarray
-    facts: list[Fact]
-    fact_vecs: np.ndarray
-    graph: nx.MultiDiGraph
+__all__ = ["EntityRecord", "Fact", "GraphStore", "NewEdge", "NewEntity", "SearchHit", "normalise_name"]
 
 
 class GraphStore:
-    """Reads and writes the graphs of all simulations; loaded graphs are cached per sim."""
+    """Reads and writes the graphs of all simulations; the ``cache_size`` most recently read
+    graphs stay loaded."""
 
-    SEMANTIC_WEIGHT = 0.65
-
-    def __init__(self, db: Database, embedder: TextEmbedder):
+    def __init__(self, db: Database, embedder: TextEmbedder, cache_size: int = 8):
         self.db = db
         self.embedder = embedder
-        self._cache: dict[str, _Loaded] = {}
+        self.cache_size = max(1, cache_size)
+        self._cache: OrderedDict[str, LoadedGraph] = OrderedDict()
 
     # -- writing -------------------------------------------------------------------------
 
@@ -154,37 +61,27 @@ class GraphStore:
 
     # -- reading -------------------------------------------------------------------------
 
-    async def _load(self, sim_id: str) -> _Loaded:
+    @property
+    def cached(self) -> list[str]:
+        """The simulations whose graphs are loaded, least recently used first."""
+        return list(self._cache)
+
+    async def _load(self, sim_id: str) -> LoadedGraph:
         if sim_id in self._cache:
+            self._cache.move_to_end(sim_id)
             return self._cache[sim_id]
         rows = await self.db.fetchall("SELECT * FROM sim_entities WHERE sim_id=? ORDER BY id", (sim_id,))
-        by_id: dict[int, EntityRecord] = {}
-        vecs = []
-        for r in rows:
-            by_id[r["id"]] = EntityRecord(r["id"], r["name"], r["type"], r["summary"], json.loads(r["attributes"]),
-                                          json.loads(r["aliases"]), r["mentions"])
-            vecs.append(from_blob(r["embedding"]))
         edge_rows = await self.db.fetchall("SELECT * FROM sim_edges WHERE sim_id=? ORDER BY id", (sim_id,))
-        facts, fact_vecs = [], []
-        graph = nx.MultiDiGraph()
-        graph.add_nodes_from(by_id)
-        for r in edge_rows:
-            src, tgt = by_id[r["source_id"]], by_id[r["target_id"]]
-            fact = Fact(r["id"], src.name, r["relation"], tgt.name, r["fact"], r["valid_at"], r["invalid_at"])
-            facts.append(fact)
-            fact_vecs.append(from_blob(r["embedding"]))
-            graph.add_edge(src.id, tgt.id, key=fact.id, fact=fact)
-            src.degree += 1
-            tgt.degree += 1
-        entities = list(by_id.values())
-        loaded = _Loaded(entities, _stack(vecs), facts, _stack(fact_vecs), graph)
+        loaded = await run_cpu(graphsearch.build, rows, edge_rows)
         self._cache[sim_id] = loaded
+        self._cache.move_to_end(sim_id)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
         return loaded
 
     async def entities(self, sim_id: str) -> list[EntityRecord]:
         """All entities, most connected first."""
-        g = await self._load(sim_id)
-        return sorted(g.entities, key=lambda e: (-e.degree, -e.mentions, e.id))
+        return await run_cpu(graphsearch.by_degree, await self._load(sim_id))
 
     async def facts(self, sim_id: str, include_invalid: bool = True) -> list[Fact]:
         g = await self._load(sim_id)
@@ -192,11 +89,9 @@ class GraphStore:
 
     async def entity(self, sim_id: str, name: str) -> EntityRecord | None:
         """The entity called ``name`` (exact, alias, or normalised), else the closest by meaning."""
-        g = await self._load(sim_id)
-        norm = normalise_name(name)
-        for e in g.entities:
-            if e.name == name or norm == normalise_name(e.name) or norm in map(normalise_name, e.aliases):
-                return e
+        found = await run_cpu(graphsearch.named, await self._load(sim_id), name)
+        if found is not None:
+            return found
         hits = await self.search(sim_id, name, k=1, kinds=("entity",))
         return hits[0].entity if hits and hits[0].score >= 0.5 else None
 
@@ -206,13 +101,7 @@ class GraphStore:
         start = await self.entity(sim_id, name)
         if start is None:
             return []
-        undirected = g.graph.to_undirected(as_view=True)
-        reach = nx.single_source_shortest_path_length(undirected, start.id, cutoff=max(depth, 1))
-        out = []
-        for u, v, data in g.graph.edges(data=True):
-            if u in reach and v in reach and min(reach[u], reach[v]) < depth:
-                out.append(data["fact"])
-        return sorted(out, key=lambda f: f.id)
+        return await run_cpu(graphsearch.neighbour_facts, g, start.id, depth)
 
     async def chain(self, sim_id: str, source: str, target: str, max_hops: int = 3) -> list[Fact]:
         """The facts along a shortest relation chain from one entity to another ([] if none)."""
@@ -220,16 +109,7 @@ class GraphStore:
         a, b = await self.entity(sim_id, source), await self.entity(sim_id, target)
         if a is None or b is None:
             return []
-        undirected = nx.Graph()
-        for u, v, data in g.graph.edges(data=True):
-            undirected.add_edge(u, v, fact=data["fact"])
-        try:
-            path = nx.shortest_path(undirected, a.id, b.id)
-        except (nx.NetworkXNoPath, nx.NodeNotFound):
-            return []
-        if len(path) - 1 > max_hops:
-            return []
-        return [undirected.edges[u, v]["fact"] for u, v in zip(path, path[1:])]
+        return await run_cpu(graphsearch.chain_facts, g, a.id, b.id, max_hops)
 
     async def search(self, sim_id: str, query: str, k: int = 10,
                      kinds: tuple[str, ...] = ("entity", "fact")) -> list[SearchHit]:
@@ -238,46 +118,7 @@ class GraphStore:
         if not query.strip() or (not g.entities and not g.facts):
             return []
         qvec = (await self.embedder.embed([query]))[0]
-        qwords = keywords(query)
-        hits: list[SearchHit] = []
-        if "entity" in kinds and g.entities:
-            sims = g.entity_vecs @ qvec
-            for e, sim in zip(g.entities, sims):
-                text = f"{e.name} ({e.type}): {e.summary}"
-                kw = _keyword_score(qwords, text, exact=normalise_name(e.name) in normalise_name(query))
-                hits.append(SearchHit("entity", self._blend(float(sim), kw), text, entity=e))
-        if "fact" in kinds and g.facts:
-            sims = g.fact_vecs @ qvec
-            for f, sim in zip(g.facts, sims):
-                kw = _keyword_score(qwords, f"{f.source} {f.relation} {f.target} {f.fact}")
-                hits.append(SearchHit("fact", self._blend(float(sim), kw), f.fact, fact=f))
-        hits.sort(key=lambda h: -h.score)
-        return hits[:k]
+        return await run_cpu(graphsearch.rank, g, query, qvec, k, kinds)
 
-    def _blend(self, semantic: float, keyword: float) -> float:
-        return self.SEMANTIC_WEIGHT * semantic + (1 - self.SEMANTIC_WEIGHT) * keyword
-
-    async def summary(self, sim_id: str, top: int = 10) -> dict[str, Any]:
-        g = await self._load(sim_id)
-        types: dict[str, int] = {}
-        for e in g.entities:
-            types[e.type] = types.get(e.type, 0) + 1
-        relations: dict[str, int] = {}
-        for f in g.facts:
-            relations[f.relation] = relations.get(f.relation, 0) + 1
-        return {"entities": len(g.entities), "facts": len(g.facts),
-                "invalid_facts": sum(1 for f in g.facts if not f.valid),
-                "entity_types": types, "relations": relations,
-                "top_entities": [{"name": e.name, "type": e.type, "degree": e.degree}
-                                 for e in (await self.entities(sim_id))[:top]]}
-
-
-def _stack(vecs: list[np.ndarray]) -> np.ndarray:
-    return np.vstack(vecs).astype(np.float32) if vecs else np.zeros((0, 0), dtype=np.float32)
-
-
-def _keyword_score(qwords: set[str], text: str, exact: bool = False) -> float:
-    if not qwords:
-        return 0.0
-    found = len(qwords & keywords(text)) / len(qwords)
-    return min(1.0, found + (0.5 if exact else 0.0))
+    async def summary(self, sim_id: str, top: int = 10) -> dict:
+        return await run_cpu(graphsearch.summarise, await self._load(sim_id), top)

@@ -96,7 +96,7 @@ class SimContext:
 
     def __post_init__(self) -> None:
         if self.graph is None:
-            self.graph = GraphStore(self.db, self.embedder)
+            self.graph = GraphStore(self.db, self.embedder, self.config.simulation.graph_cache_size)
         if self.job_id is None:  # usage and budget are counted per job; a bare run counts per sim
             self.job_id = f"sim:{self.sim_id}"
 

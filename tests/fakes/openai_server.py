@@ -6,7 +6,7 @@ it receives the request body (a dict) and returns one of
   - a str: the assistant's message content,
   - a dict: a whole chat.completion object (see ``completion``),
   - a ``Raw``: status, headers, body and delay chosen freely (429, 500, broken JSON, stalls).
-Every request body is kept in ``server.requests``.
+Every request body is kept in ``server.requests``, its Authorization header in ``server.authorizations``.
 """
 from __future__ import annotations
 
@@ -55,6 +55,7 @@ class FakeOpenAI:
     def __init__(self, responder: Responder | None = None):
         self.responder: Responder = responder or (lambda body: "ok")
         self.requests: list[dict] = []
+        self.authorizations: list[str] = []
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -72,6 +73,7 @@ class FakeOpenAI:
             return web.json_response({"error": {"message": "bad json"}}, status=400)
         with self._lock:
             self.requests.append(body)
+            self.authorizations.append(request.headers.get("Authorization", ""))
         answer = self.responder(body)
         if isinstance(answer, Raw):
             if answer.delay:

@@ -5,6 +5,8 @@ LLM's arguments are validated against it. Bad arguments (broken JSON, wrong type
 tool) come back to the LLM as an error result it can correct; they never end the report.
 Every citation a tool hands out ([fact N], [twitter post N], [agent @name]) is remembered with
 what it stands for, so the report can list its sources and flag citations no tool returned.
+Searches (the graph's, through ``GraphStore``, and of the simulation's posts) run off the event
+loop.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from engine.jobs import JobError
 from engine.llm import BudgetExceeded, LLMError
+from engine.offload import run_cpu
 from engine.sim.report.sources import (AgentProfile, Fact, GraphSearch, Interviewer, keyword_score,
                                        terms)
 from engine.sim.report.stats import SimStats
@@ -90,6 +93,14 @@ def tool_schemas() -> list[dict[str, Any]]:
         "parameters": _parameters(model)}} for name, model in TOOLS.items()]
 
 
+def matching_posts(posts: list, query: str, limit: int) -> list:
+    """The simulation's posts that share terms with ``query``, best match then most engaged first
+    (every post is scored: run it off the event loop)."""
+    q = terms(query)
+    scored = [(keyword_score(q, f"{p.author} {p.content}"), p) for p in posts]
+    return [p for s, p in sorted(scored, key=lambda x: (-x[0], -x[1].engagement)) if s > 0][:limit]
+
+
 @dataclass
 class ToolCall:
     name: str
@@ -157,10 +168,8 @@ class ReportTools:
                                        f"{'' if f.current else f'; superseded since {f.invalid_at}'})") for f in facts)
         return [f.to_dict(with_status) for f in facts]
 
-    def _posts(self, query: str, limit: int) -> list[dict]:
-        q = terms(query)
-        scored = [(keyword_score(q, f"{p.author} {p.content}"), p) for p in self.stats.posts]
-        found = [p for s, p in sorted(scored, key=lambda x: (-x[0], -x[1].engagement)) if s > 0][:limit]
+    async def _posts(self, query: str, limit: int) -> list[dict]:
+        found = await run_cpu(matching_posts, self.stats.posts, query, limit)
         out = []
         for p in found:
             self._cite_post(p.cite(), p.author, p.content)
@@ -194,7 +203,7 @@ class ReportTools:
                 facts.setdefault(f.id, f)
             for e in await self.graph.search_entities(q, limit=3):
                 entities.setdefault(e.id, e)
-            for p in self._posts(q, 4):
+            for p in await self._posts(q, 4):
                 posts.setdefault(p["cite"], p)
         chains = await self._chains(list(entities.values())[:4])
         return {
@@ -232,7 +241,7 @@ class ReportTools:
 
     async def quick_search(self, args: QuickSearchArgs) -> dict:
         facts = await self.graph.search_facts(args.query, limit=args.limit)
-        return {"facts": self._facts(facts), "simulation_posts": self._posts(args.query, 3)}
+        return {"facts": self._facts(facts), "simulation_posts": await self._posts(args.query, 3)}
 
     def _choose(self, args: InterviewAgentsArgs) -> tuple[list[AgentProfile], list[str]]:
         by_name = {a.username.lower(): a for a in self.roster} | {a.name.lower(): a for a in self.roster}

@@ -9,7 +9,8 @@ rounds done) from which a later run resumes; ``usage.jsonl`` gets its LLM usage 
 request, and it stops at the end of the round in which that usage reaches a budget cap given in
 the spec. Libraries print to stdout (oasis prints the database path, camel logs prompts), so
 the real stdout is kept for the protocol alone and file descriptor 1 is pointed at stderr, which
-the parent sends to ``run.log``.
+the parent sends to ``run.log``; both pass through a secret mask on the way
+(``masked_output``).
 """
 from __future__ import annotations
 
@@ -30,8 +31,10 @@ from typing import Any, BinaryIO
 if __name__ == "__main__":  # started as a script: its folder must not shadow other modules
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
+from engine.redact import Redactor
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.run import oasis_setup
+from engine.sim.run.masked_output import mask_output
 from engine.sim.run.protocol import (ACTIONS_LOG, CHECKPOINT, CHECKPOINT_DB, MEMORY_FILE, SPEC_FILE, RunSpec,
                                      encode, platform_db, platform_dir)
 from engine.sim.run.schedule import active_steps, follow_edges, on_platform, scheduled_posts
@@ -331,8 +334,9 @@ class PlatformRunner:
 
 
 class Child:
-    def __init__(self, folder: Path, spec: RunSpec, channel: BinaryIO):
+    def __init__(self, folder: Path, spec: RunSpec, channel: BinaryIO, redactor: Redactor | None = None):
         self.folder, self.spec, self.channel = folder, spec, channel
+        self.redactor = redactor or Redactor([])  # an error or answer may quote the LLM key
         self.runners: dict[str, PlatformRunner] = {}
         self.stopping = asyncio.Event()   # finish the current round, then end
         self.closing = asyncio.Event()    # end the idle time
@@ -365,7 +369,7 @@ class Child:
 
     def emit(self, event: dict) -> None:
         try:
-            self.channel.write(encode(event))
+            self.channel.write(self.redactor.mask(encode(event).decode("utf-8")).encode("utf-8"))
         except (BrokenPipeError, OSError):  # nobody listens any more: wind down
             self.stop_reason = self.stop_reason or "its parent process went away"
             self.stopping.set()
@@ -489,12 +493,14 @@ def main(argv: list[str]) -> int:
     os.dup2(2, 1)                                      # library prints go to stderr
     sys.stdout = open(1, "w", buffering=1, encoding="utf-8", closefd=False)
     spec = RunSpec.from_json((folder / SPEC_FILE).read_text(encoding="utf-8"))
+    redactor = Redactor.from_environ(extra_names=[spec.api_key_env] if spec.api_key_env else [])
+    mask_output(redactor)
     os.chdir(folder)  # oasis creates ./log on import
     oasis_setup.quiet_logging(spec.log_level)
     # oasis 0.2.5 reads follower counts from OASIS_DB_PATH for a prompt field it never shows;
     # setting it keeps oasis from creating a database inside site-packages.
     os.environ["OASIS_DB_PATH"] = str(platform_db(folder, spec.platforms[0]))
-    return asyncio.run(Child(folder, spec, channel).main())
+    return asyncio.run(Child(folder, spec, channel, redactor).main())
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 
 from engine.offload import run_cpu
-from engine.sim.run.protocol import RUN_LOG, encode
+from engine.sim.run.child_env import child_environment
+from engine.sim.run.protocol import RUN_LOG, SPEC_FILE, RunSpec, encode
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,8 @@ class RunHandle(ABC):
 class Executor(ABC):
     @abstractmethod
     async def start(self, run_id: str, folder: Path, env: dict[str, str] | None = None) -> RunHandle:
-        """Start the child for the simulation folder (its ``run_spec.json`` says what to do)."""
+        """Start the child for the simulation folder (its ``run_spec.json`` says what to do).
+        The child sees only the environment it needs (``child_env``) plus ``env``."""
 
     @abstractmethod
     async def attach(self, run_id: str) -> RunHandle | None:
@@ -217,7 +219,8 @@ class LocalExecutor(Executor):
         if current is not None and current.alive:
             raise RuntimeError(f"run {run_id} is already running (pid {current.pid})")
         folder = Path(folder).resolve()
-        child_env = {**os.environ, **(env or {})}
+        spec = RunSpec.from_json((folder / SPEC_FILE).read_text(encoding="utf-8"))
+        child_env = child_environment(os.environ, spec.api_key_env, env)
         child_env["PYTHONPATH"] = os.pathsep.join(
             p for p in (str(REPO_ROOT), child_env.get("PYTHONPATH", "")) if p)
         with open(folder / RUN_LOG, "ab") as stderr:

@@ -1,0 +1,60 @@
+"""Secret values never leave the process in writing: log lines, tracebacks, a run's run.log.
+
+A secret is the value of an environment variable whose name looks secret (``TOKEN``, ``KEY``,
+``SECRET``, ``PASSWORD``) or that the configuration names in a ``*_env`` key. A ``Redactor``
+replaces every such value in a text; ``RedactingFormatter`` applies it to the whole formatted
+log record, so a secret inside an exception message or a traceback line is masked too (a
+logging filter only sees the message, not the traceback formatted after it). Values shorter
+than six characters are left alone: masking "1" or "true" would mangle ordinary text.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Iterable, Mapping
+
+SECRET_NAME = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD)", re.I)
+MASK = "***"
+MIN_SECRET_LEN = 6
+
+
+def looks_secret(name: str) -> bool:
+    return bool(SECRET_NAME.search(name))
+
+
+def secret_values(environ: Mapping[str, str], extra_names: Iterable[str] = ()) -> list[str]:
+    """The values to mask: secret-looking variables plus ``extra_names``, longest first."""
+    names = [n for n in environ if looks_secret(n)] + list(extra_names)
+    values = {environ.get(n, "").strip() for n in names}
+    return sorted((v for v in values if len(v) >= MIN_SECRET_LEN), key=len, reverse=True)
+
+
+class Redactor:
+    """Replaces each known secret value in a text with ``***``."""
+
+    def __init__(self, values: Iterable[str]):
+        self.values = sorted({v for v in values if len(v) >= MIN_SECRET_LEN}, key=len, reverse=True)
+        self._pattern = re.compile("|".join(map(re.escape, self.values))) if self.values else None
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None, extra_names: Iterable[str] = ()) -> "Redactor":
+        return cls(secret_values(os.environ if environ is None else environ, extra_names))
+
+    @property
+    def longest(self) -> int:
+        return len(self.values[0]) if self.values else 0
+
+    def mask(self, text: str) -> str:
+        return self._pattern.sub(MASK, text) if self._pattern is not None else text
+
+
+class RedactingFormatter(logging.Formatter):
+    """A formatter whose whole output (message, exception, stack) has secrets masked."""
+
+    def __init__(self, fmt: str, redactor: Redactor):
+        super().__init__(fmt)
+        self.redactor = redactor
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.redactor.mask(super().format(record))
