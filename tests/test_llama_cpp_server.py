@@ -95,17 +95,22 @@ max_retries = 5
 retry_max_wait_s = 0.5
 max_concurrency = 2
 max_tokens = 512
+temperature = 0.0
 [simulation]
 agent_context_tokens = 2048
 max_steps_per_round = 1
 run_idle_s = 0
+start_hour = 12
+# every agent acts in each of its active hours, so the agents' own requests reach the server too
+activity_by_hour = [10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0,
+                    10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0]
 [report]
 max_sections = 2
 tool_turns = 2
 """, encoding="utf-8")
     out = tmp_path / "sim"
     code = main(["--config", str(cfg), "simulate", str(document), "-r", "How will the town react?",
-                 "--agents", "2", "--rounds", "1", "--out", str(out)])
+                 "--agents", "2", "--rounds", "2", "--out", str(out)])
     captured = capsys.readouterr()
     assert code == 0, captured.err[-3000:]
     assert "5/5 report" in captured.err and (out / "report" / "report.md").is_file()

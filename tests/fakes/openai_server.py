@@ -124,13 +124,14 @@ class FakeOpenAI:
         self.stop()
 
 
-# What llama-cpp-python's server answers to ``response_format: {"type": "json_schema", ...}``: its
-# request model only knows "text" and "json_object", and its error handler turns the validation
-# error into an HTTP 500.
+# What llama-cpp-python's server (0.3.36, FastAPI 0.165) answers to ``response_format: {"type":
+# "json_schema", ...}``: its request model only knows "text" and "json_object", and its error
+# handler turns the validation error into an HTTP 500 (copied from a real answer).
 LLAMA_CPP_JSON_SCHEMA_REFUSAL = Raw(500, {"error": {
     "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
                "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
-               "'ctx': {'expected': \"'text' or 'json_object'\"}}\n",
+               "'ctx': {'expected': \"'text' or 'json_object'\"}}\n\n  File \"llama_cpp/server/app.py\", line 376, "
+               "in create_chat_completion\n    POST /v1/chat/completions",
     "type": "internal_server_error", "param": None, "code": None}})
 
 # What a server with a closed request model answers to a json_object format carrying "schema".
