@@ -38,8 +38,8 @@ LADDERS = {"auto": MODES, "json_schema": ("json_schema",), "json_object": ("json
 
 # Words of an error that is about the requested response format.
 _FORMAT_WORDS = ("response_format", "response format", "json_schema", "json_object", "json schema",
-                 "structured output", "guided_json", "grammar")
-# Words of a 400/422 that is about something else than the format.
+                 "json mode", "structured output", "guided_json", "grammar")
+# Words of an error that is about something else than the format (checked first).
 _NOT_FORMAT = ("context length", "context_length", "maximum context", "too many tokens",
                "exceed context window", "model_not_found", "does not exist")
 
@@ -78,7 +78,7 @@ def rejects_format(err: BaseException) -> bool:
 def weaker(mode: str, json_mode: str) -> str | None:
     """The next mode down the configured ladder, or None at its bottom."""
     ladder = LADDERS[json_mode]
-    i = ladder.index(mode) if mode in ladder else len(ladder) - 1
+    i = ladder.index(mode)
     return ladder[i + 1] if i + 1 < len(ladder) else None
 
 
