@@ -70,7 +70,7 @@ async def test_falls_back_to_plain_prompting(openai_server):
     llm = make(openai_server)
     assert (await llm.structured(Person, [{"role": "user", "content": "who?"}])).age == 36
     assert "response_format" not in openai_server.requests[-1]
-    assert llm.mode_for("m") == "prompt"
+    assert await llm.mode_for("m") == "prompt"
     await llm.close()
 
 

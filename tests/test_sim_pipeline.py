@@ -221,7 +221,8 @@ async def test_pipeline_on_an_endpoint_without_json_modes(openai_server, db, emb
     assert job.result["steps"]["environment"]["llm_personas"] == 3
     # the mode is learnt per model: only requests already in flight meet a rejection, later ones are plain
     rejected = [r["model"] for r in openai_server.requests if "response_format" in r]
-    assert rejected.count("big") == 2 and 2 <= rejected.count("small") <= 2 * config.simulation.extract_concurrency
+    # three formats are refused (json_schema, json_object with and without the schema field)
+    assert rejected.count("big") == 3 and 3 <= rejected.count("small") <= 3 * config.simulation.extract_concurrency
     assert all("response_format" not in r for r in openai_server.requests[-2:])  # step 3: plain from the start
     await llm.close()
 

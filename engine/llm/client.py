@@ -1,10 +1,12 @@
 """LLMClient: every LLM request of the bot goes through here.
 
 - ``structured(Model, messages)`` returns a validated pydantic instance. It asks with strict
-  ``json_schema`` first; an endpoint that rejects that (400/422) is asked with ``json_object``
-  and the schema in the prompt, then with plain prompting, and the mode that worked is
-  remembered per endpoint and model. Broken or truncated JSON is repaired (json-repair); an
-  answer that still does not validate is asked again with the validation errors.
+  ``json_schema`` first; an endpoint that refuses that, with whatever status, is asked down the
+  ladder of ``modes`` (``json_object`` carrying the schema, bare ``json_object``, plain
+  prompting, the schema in the prompt for all three) at once, without retrying the refused
+  mode, and the mode that worked is stored per endpoint and model. Broken or truncated JSON
+  is repaired (json-repair); an answer that still does not validate is asked again with the
+  validation errors.
 - ``chat(messages)`` returns the text; ``complete(messages, tools=...)`` the raw assistant
   message (tool calls included) for agents that call tools natively.
 - 429, 5xx, timeouts and connection errors are retried with backoff (tenacity) honouring
@@ -30,6 +32,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from engine.config import LLMSection, secret
 from engine.db import Database
 from engine.llm.errors import InvalidAnswer, LLMError, LLMNotConfigured, RequestRejected
+from engine.llm.modes import LADDERS, ModeMemory, refusal, rejects_format, weaker
 from engine.llm.schema import coerce, extract_json, schema_instruction, schema_name, strict_schema
 from engine.llm.usage import Usage, UsageLedger
 
@@ -37,9 +40,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
 Messages = Sequence[dict[str, Any]]
-
-# Structured-output modes from strongest to weakest; "auto" walks down this list.
-MODES = ("json_schema", "json_object", "prompt")
 
 
 def _transient(err: BaseException) -> bool:
@@ -82,14 +82,6 @@ class _Backoff:
         return min(wait, self.max_wait)
 
 
-def _rejects_format(err: openai.APIStatusError) -> bool:
-    """Does this 400/422 say the endpoint cannot do the requested response_format?"""
-    if err.status_code not in (400, 422):
-        return False
-    text = str(err).lower()
-    return not any(w in text for w in ("context length", "context_length", "maximum context", "too many tokens"))
-
-
 class LLMClient:
     def __init__(self, config: LLMSection, db: Database | None = None, *, api_key: str | None = None):
         if not config.configured:
@@ -101,7 +93,7 @@ class LLMClient:
                                    max_retries=0)
         self._slots = asyncio.Semaphore(config.max_concurrency)
         self.usage = UsageLedger(config, db)
-        self._modes: dict[str, str] = {}  # model -> structured mode known to work on this endpoint
+        self.modes = ModeMemory(self.base_url, db)
 
     async def close(self) -> None:
         await self._client.close()
@@ -109,10 +101,12 @@ class LLMClient:
     def model_name(self, fast: bool = False) -> str:
         return (self.config.fast_model or self.config.model) if fast else self.config.model
 
-    def mode_for(self, model: str) -> str:
-        if self.config.json_mode != "auto":
-            return self.config.json_mode
-        return self._modes.get(model, MODES[0])
+    async def mode_for(self, model: str) -> str:
+        """The structured mode the next request for ``model`` uses: the one learnt for this
+        endpoint, if the configured ``json_mode`` allows it, else the configured ladder's first."""
+        ladder = LADDERS[self.config.json_mode]
+        learnt = await self.modes.get(model)
+        return learnt if learnt in ladder else ladder[0]
 
     async def job_usage(self, job: str) -> Usage:
         return await self.usage.for_job(job)
@@ -140,19 +134,14 @@ class LLMClient:
         errors = ""
         attempt = 0
         while attempt <= self.config.validation_retries:
-            mode = self.mode_for(model)
+            mode = await self.mode_for(model)
             try:
                 response = await self._request(self._with_format(history, model_cls, mode), model, job, scope,
                                                **self._format_args(model_cls, mode), **kwargs)
             except RequestRejected as err:
-                if self.config.json_mode == "auto" and mode != MODES[-1] and _rejects_format(err.cause):
-                    weaker = MODES[MODES.index(mode) + 1]
-                    # a request sent before another one learnt a weaker mode must not bring back a
-                    # stronger one that is already known to fail
-                    if MODES.index(self.mode_for(model)) < MODES.index(weaker):
-                        log.warning("%s rejected response_format %s (%s); using %s from now on",
-                                    self.base_url, mode, err.status_code, weaker)
-                        self._modes[model] = weaker
+                fallback = weaker(mode, self.config.json_mode)
+                if fallback is not None and rejects_format(err.cause):
+                    await self.modes.learn(model, fallback, f"{mode} refused with {refusal(err.cause)}")
                     continue
                 raise
             attempt += 1
@@ -180,6 +169,8 @@ class LLMClient:
             return {"response_format": {"type": "json_schema", "json_schema": {
                 "name": schema_name(model_cls), "schema": strict_schema(model_cls), "strict": True}}}
         if mode == "json_object":
+            return {"response_format": {"type": "json_object", "schema": strict_schema(model_cls)}}
+        if mode == "json_object_bare":
             return {"response_format": {"type": "json_object"}}
         return {}
 
@@ -187,7 +178,7 @@ class LLMClient:
     def _with_format(history: list[dict], model_cls: type[BaseModel], mode: str) -> list[dict]:
         if mode == "json_schema":
             return history
-        # json_object needs the word JSON in the prompt; both weaker modes need the schema there.
+        # json_object needs the word JSON in the prompt; every weaker mode needs the schema there.
         # It joins the leading system message: some chat templates refuse a system message later on.
         instruction = schema_instruction(model_cls)
         if history and history[0].get("role") == "system" and isinstance(history[0].get("content"), str):
@@ -199,10 +190,16 @@ class LLMClient:
         await self.usage.check(job, scope)
         kwargs.setdefault("temperature", self.config.temperature)
         kwargs.setdefault("max_tokens", self.config.max_tokens)
+        # a refused response format is final, whatever its status: the caller steps down a mode
+        formatted = "response_format" in kwargs
+
+        def refused_format(err: BaseException) -> bool:
+            return formatted and rejects_format(err)
+
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self.config.max_retries + 1),
             wait=_Backoff(self.config.retry_max_wait_s),
-            retry=retry_if_exception(_transient),
+            retry=retry_if_exception(lambda err: _transient(err) and not refused_format(err)),
             reraise=True,
         )
         try:
@@ -215,6 +212,8 @@ class LLMClient:
             raise LLMError(f"the LLM endpoint refused the API key (environment variable "
                            f"{self.config.api_key_env})") from None
         except Exception as err:
+            if refused_format(err):
+                raise RequestRejected(err) from None
             if _transient(err):
                 raise LLMError(f"the LLM endpoint kept failing after {self.config.max_retries + 1} "
                                f"tries: {_short(err)}") from None

@@ -21,7 +21,8 @@ class InvalidAnswer(LLMError):
 
 
 class RequestRejected(LLMError):
-    """The endpoint refused a request (4xx other than authentication and rate limits)."""
+    """The endpoint refused a request: a 4xx other than authentication and rate limits, or a
+    refusal of the requested response format whatever its status."""
 
     def __init__(self, cause):
         super().__init__(f"the LLM endpoint refused the request ({cause.status_code}): {str(cause)[:300]}")

@@ -126,6 +126,45 @@ class FakeOpenAI:
         self.stop()
 
 
+# What llama-cpp-python's server (0.3.36, FastAPI 0.165) answers to ``response_format: {"type":
+# "json_schema", ...}``: its request model only knows "text" and "json_object", and its error
+# handler turns the validation error into an HTTP 500 (copied from a real answer).
+LLAMA_CPP_JSON_SCHEMA_REFUSAL = Raw(500, {"error": {
+    "message": "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+               "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema', "
+               "'ctx': {'expected': \"'text' or 'json_object'\"}}\n\n  File \"llama_cpp/server/app.py\", line 376, "
+               "in create_chat_completion\n    POST /v1/chat/completions",
+    "type": "internal_server_error", "param": None, "code": None}})
+
+# What a server with a closed request model answers to a json_object format carrying "schema".
+SCHEMA_FIELD_REFUSAL = Raw(400, {"error": {
+    "message": "Invalid 'response_format': unrecognized field 'schema' for type 'json_object'.",
+    "type": "invalid_request_error", "param": "response_format", "code": None}})
+
+
+class StructuredFormats:
+    """An endpoint's handling of response formats in front of ``answer`` (another responder):
+    json_schema is refused like llama-cpp-python does (HTTP 500 with its pydantic message), a
+    json_object format carrying "schema" is served unless ``schema_field`` is False (then it is
+    refused with a 400), and every format named in ``refuse`` gets a 400 too."""
+
+    def __init__(self, answer: Responder, schema_field: bool = True, refuse: frozenset[str] = frozenset()):
+        self.answer = answer
+        self.schema_field = schema_field
+        self.refuse = refuse
+
+    def __call__(self, body: dict) -> "str | dict | Raw":
+        fmt = body.get("response_format") or {}
+        kind = fmt.get("type")
+        if kind == "json_schema":
+            return LLAMA_CPP_JSON_SCHEMA_REFUSAL
+        if kind == "json_object" and "schema" in fmt and not self.schema_field:
+            return SCHEMA_FIELD_REFUSAL
+        if kind in self.refuse:
+            return Raw(400, {"error": {"message": f"response_format {kind} is not supported"}})
+        return self.answer(body)
+
+
 def tool_sequence_problem(messages: list[dict]) -> str:
     """OpenAI's rule: every assistant tool call is answered by a tool message with its id,
     right after it, and no tool message comes without its call. '' when the rule holds."""

