@@ -80,13 +80,17 @@ class Database:
     async def close(self) -> None:
         await self.conn.close()
 
+    # Reads run and finish in one call on the connection's thread. A cursor handed back to
+    # this loop would stay open if the awaiting task were cancelled before closing it, and an
+    # open read statement pins the connection to an old snapshot: its next write then fails at
+    # once with "database is locked" as soon as another process has committed.
+
     async def fetchall(self, sql: str, params: Sequence[Any] | dict = ()) -> list[aiosqlite.Row]:
-        async with self.conn.execute(sql, params) as cur:
-            return list(await cur.fetchall())
+        return list(await self.conn.execute_fetchall(sql, params))
 
     async def fetchone(self, sql: str, params: Sequence[Any] | dict = ()) -> aiosqlite.Row | None:
-        async with self.conn.execute(sql, params) as cur:
-            return await cur.fetchone()
+        rows = await self.conn.execute_fetchall(sql, params)
+        return rows[0] if rows else None
 
     async def fetchval(self, sql: str, params: Sequence[Any] | dict = (), default: Any = None) -> Any:
         row = await self.fetchone(sql, params)
