@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import time
 from typing import Any, Awaitable, Callable
 
 from bot.adapters.base import Adapters
@@ -35,6 +36,7 @@ FEATURES = [
     "bot.features.digest",
 ]
 
+SETTINGS_RECHECK_S = 1.0  # how stale a cached channel setting may be when another process changed it
 MEMORY_SETTING = "memory"  # channel setting: 'off' = plain messages are not remembered
 
 MessageListener = Callable[[Incoming], Awaitable[None]]
@@ -63,6 +65,8 @@ class App:
         self.adapters = Adapters()
         self.background: set = set()  # tasks that follow jobs; kept so they are not collected
         self._settings: dict[tuple[str, str, str], str | None] = {}  # (scope, channel, key) -> value
+        self._settings_version: int | None = None  # PRAGMA data_version when the cache was last checked
+        self._settings_checked = float("-inf")
         self.jobs.subscribe(self._follow_new_jobs)
         # downloaded attachments and files written for upload: deleted after use and by age
         self.files = FileRetention(config.data_dir, config.bot.file_retention_hours, db)
@@ -139,7 +143,16 @@ class App:
     # -- settings ----------------------------------------------------------------------
 
     async def get_setting(self, scope: str, channel: str, key: str, default: str | None = None) -> str | None:
-        # Cached: every incoming message reads one, and only set_setting writes them.
+        # Cached: every incoming message reads one. Another bot process on the same database
+        # may change one (/memory off there), so the cache is dropped when the database has seen
+        # another connection's commit, checked at most once every SETTINGS_RECHECK_S.
+        now = time.monotonic()
+        if now - self._settings_checked >= SETTINGS_RECHECK_S:
+            self._settings_checked = now
+            version = await self.db.fetchval("PRAGMA data_version")
+            if version != self._settings_version:
+                self._settings.clear()
+                self._settings_version = version
         wanted = (scope, channel, key)
         if wanted not in self._settings:
             self._settings[wanted] = await self.db.fetchval(
