@@ -14,11 +14,12 @@ from bot.adapters import telegram_adapter
 from bot.adapters.base import serve
 from bot.files import FileRetention
 from engine.jobs import JobRunner
-from tests.chat_helpers import add_test_simulation, make_app
+from tests.chat_helpers import make_app
 from tests.conftest import REPO, bot_command, bot_env
 from tests.fakes.sim_responder import SimResponder
 from tests.fakes.telegram_server import FakeTelegram
 from tests.llm_fixtures import openai_server  # noqa: F401
+from tests.test_telegram import tg  # noqa: F401  (the bot on the Telegram fake, with /testsim)
 
 pytestmark = pytest.mark.timeout(120)
 DAY = 24 * 3600
@@ -97,27 +98,6 @@ async def test_discard_keeps_files_a_resumable_job_names_and_ignores_other_paths
     assert await files.discard([used, for_failed_job, elsewhere, sneaky, None]) == 1
     assert not used.exists() and for_failed_job.exists() and elsewhere.exists()
     assert config.db_path.exists()
-
-
-@pytest.fixture
-async def tg(tmp_path, monkeypatch):
-    monkeypatch.setenv("TG_TEST_TOKEN", "123:TEST")
-    server = await FakeTelegram("123:TEST").start()
-    app = await make_app(tmp_path, telegram={
-        "token_env": "TG_TEST_TOKEN", "base_url": server.base_url, "base_file_url": server.base_file_url,
-        "poll_timeout_s": 1})
-    gate = asyncio.Event()
-    runs = add_test_simulation(app, gate)
-    await app.start()
-    stop = asyncio.Event()
-    task = asyncio.create_task(serve(app.adapters.add(telegram_adapter.TelegramAdapter(app)), stop))
-    await server.wait_for("setMyCommands")
-    yield app, server, runs, gate
-    await app.jobs.shutdown()
-    stop.set()
-    await asyncio.wait_for(task, 20)
-    await app.close()
-    await server.stop()
 
 
 async def test_a_download_lives_while_its_job_needs_it_and_goes_after(tg):

@@ -26,6 +26,7 @@ from engine.sim.run.usage_log import USAGE_LOG, read_totals
 from tests.fakes.openai_server import FakeOpenAI, SocialResponder
 from tests.llm_fixtures import db, fake_openai, openai_server  # noqa: F401
 from tests.sim_fixture import make_sim_folder
+from tests.test_simrun import until
 
 pytestmark = pytest.mark.timeout(300)
 TOKENS_PER_CALL = 15  # the fake's completion(): 10 prompt + 5 completion tokens
@@ -57,13 +58,6 @@ def log_events(folder: Path, platform: str) -> list[dict]:
 
 async def recorded_calls(db, job: str) -> int:
     return await db.fetchval("SELECT coalesce(sum(calls), 0) FROM llm_usage WHERE job = ?", (job,))
-
-
-async def until(predicate, timeout: float = 120.0, every: float = 0.1):
-    async with asyncio.timeout(timeout):
-        while not (result := await predicate()):
-            await asyncio.sleep(every)
-    return result
 
 
 async def test_a_cap_stops_the_run_at_the_end_of_its_round_and_interviews_count(tmp_path, db, llm):

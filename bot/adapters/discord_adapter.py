@@ -228,6 +228,7 @@ class DiscordAdapter(Adapter):
         self.backfill = Backfill(self, self.cfg.backfill_max_messages)
         self._announced = False
         self._ready = False
+        self._arrival_order = asyncio.Lock()
 
     @classmethod
     def configured(cls, config: Config) -> bool:
@@ -315,7 +316,10 @@ class DiscordAdapter(Adapter):
             return
         if not self.cfg.message_content or not message.content.strip():
             return  # without the Message Content intent only commands work
-        await self.app.dispatch(self.incoming(message), ChannelReply(self, message.channel.id))
+        # discord.py runs every event in a task of its own; the lock hands messages to the app in
+        # the order they arrived (waiters acquire it first come, first served).
+        async with self._arrival_order:
+            await self.app.dispatch(self.incoming(message), ChannelReply(self, message.channel.id))
 
     def incoming(self, message: discord.Message) -> Incoming:
         """A channel message (live or read back from history) as the app takes it."""
