@@ -44,6 +44,16 @@ async def expire(db, owner: ProcessOwner) -> None:
     await db.execute("UPDATE owners SET lease_until = 0 WHERE id = ?", (owner.id,))
 
 
+async def ticking_in(runner_a: JobRunner, runner_b: JobRunner, ticks_a: asyncio.Queue):
+    """A 'ticking' job started by process A, once process B reads its first tick."""
+    job = await runner_a.submit("ticking", {}, scope="s")
+    ticks_a.put_nowait(1)
+    async with asyncio.timeout(10):
+        while (await runner_b.get(job.id)).message != "tick 1":
+            await asyncio.sleep(0.02)
+    return job
+
+
 async def test_an_owner_is_gone_once_its_lease_expires_or_its_process_ended(db):
     me = await registered(db, Identity.of_this_process())
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -110,11 +120,7 @@ async def test_a_live_owners_job_is_left_alone_then_taken_over_once_it_is_gone(t
     runner_b.register("ticking", ticking_job(ticks_b))
     seen_by_a = []
     runner_a.subscribe(lambda e: seen_by_a.append((e.job.state, e.job.message)))
-    job = await runner_a.submit("ticking", {}, scope="s")
-    ticks_a.put_nowait(1)
-    async with asyncio.timeout(10):
-        while (await runner_b.get(job.id)).message != "tick 1":
-            await asyncio.sleep(0.02)
+    job = await ticking_in(runner_a, runner_b, ticks_a)
 
     # B starts while A runs the job: nothing is recovered, B lists it as running
     assert await runner_b.recover() == []
@@ -159,11 +165,7 @@ async def test_a_running_job_whose_process_is_gone_can_be_resumed_without_a_rest
     ticks_a, ticks_b = asyncio.Queue(), asyncio.Queue()  # what each process's job sees
     runner_a.register("ticking", ticking_job(ticks_a))
     runner_b.register("ticking", ticking_job(ticks_b))
-    job = await runner_a.submit("ticking", {}, scope="s")
-    ticks_a.put_nowait(1)
-    async with asyncio.timeout(10):
-        while (await runner_b.get(job.id)).message != "tick 1":
-            await asyncio.sleep(0.02)
+    job = await ticking_in(runner_a, runner_b, ticks_a)
     assert await runner_b.recover() == []  # B started while A was alive
     await expire(db_b, owner_a)            # then A stopped renewing
     resumed = await runner_b.resume(job.id)
@@ -185,11 +187,7 @@ async def test_two_processes_resuming_the_same_job_at_once_run_it_once(two_dbs):
     ticks_a, ticks_b = asyncio.Queue(), asyncio.Queue()  # what each process's job sees
     runner_a.register("ticking", ticking_job(ticks_a))
     runner_b.register("ticking", ticking_job(ticks_b))
-    job = await runner_a.submit("ticking", {}, scope="s")
-    ticks_a.put_nowait(1)
-    async with asyncio.timeout(10):
-        while (await runner_b.get(job.id)).message != "tick 1":
-            await asyncio.sleep(0.02)
+    job = await ticking_in(runner_a, runner_b, ticks_a)
     await runner_a.shutdown()
     assert (await runner_b.get(job.id)).state == INTERRUPTED
     outcomes = await asyncio.gather(runner_a.resume(job.id), runner_b.resume(job.id), return_exceptions=True)

@@ -9,24 +9,21 @@ import json
 import os
 import signal
 import sys
-from pathlib import Path
 
 import pytest
 
 from bot.adapters.console import Console
 from bot.app import App
 from engine.config import LLMSection, load_config
-from engine.jobs import JobRunner
 from engine.llm.usage import UsageLedger
 from engine.sim.run.accounting import RunUsage
 from engine.sim.run.executor import REPO_ROOT, LocalExecutor, child_pid_alive
-from engine.sim.run.protocol import ACTIONS_LOG
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
 from engine.sim.run.usage_log import USAGE_LOG, read_totals
 from tests.fakes.openai_server import FakeOpenAI, SocialResponder
 from tests.llm_fixtures import db, fake_openai, openai_server  # noqa: F401
 from tests.sim_fixture import make_sim_folder
-from tests.test_simrun import until
+from tests.test_simrun import jobs_for, log_events, until
 
 pytestmark = pytest.mark.timeout(300)
 TOKENS_PER_CALL = 15  # the fake's completion(): 10 prompt + 5 completion tokens
@@ -44,16 +41,6 @@ def service(db, llm, ledger: UsageLedger, **settings) -> SimRuns:
     opts.update(settings)
     return SimRuns(db, LocalExecutor(kill_grace=3.0), LLMTarget(llm.base_url, "fake-model"), RunSettings(**opts),
                    usage=RunUsage(db, ledger, "fake-model"))
-
-
-def jobs_for(db, runs: SimRuns) -> JobRunner:
-    jobs = JobRunner(db, max_concurrent=2)
-    jobs.register("sim_run", runs.job)
-    return jobs
-
-
-def log_events(folder: Path, platform: str) -> list[dict]:
-    return [json.loads(line) for line in (folder / platform / ACTIONS_LOG).read_text().splitlines()]
 
 
 async def recorded_calls(db, job: str) -> int:
