@@ -54,6 +54,7 @@ class MemoryMessage:
     ts: datetime = field(default_factory=utcnow)
     author_id: str = ""  # the platform's id of the author ('' for imported history)
     audience: str | None = None   # who can read its channel ('' everyone); None: as recorded for the channel
+    attachments: tuple[str, ...] = ()   # names and captions of its attached files, searchable with its text
 
 
 @dataclass
@@ -81,6 +82,7 @@ class Belief:
     valid_from: datetime
     invalid_at: datetime | None = None
     superseded_by: int | None = None
+    score: float = 0.0            # relevance to the query that found it (higher is better); 0 when not ranked
 
     @property
     def active(self) -> bool:
@@ -99,6 +101,9 @@ class Evidence:
     author: str
     text: str
     ts: datetime
+    score: float = 0.0            # relevance to the query that found it (higher is better); 0 when not ranked
+    world_topic: str = ""
+    neighbour_of: int | None = None   # the hit this turn was brought in to complete, if any
 
 
 @dataclass
@@ -124,10 +129,16 @@ class RouteResult:
 
 @dataclass
 class RecallResult:
-    world: WorldInfo | None
+    world: WorldInfo | None       # the world the query is nearest to: context, never a filter
     similarity: float
     beliefs: list[Belief]
-    evidence: list[Evidence]
+    evidence: list[Evidence]      # best first; neighbour turns count towards k
+    worlds: dict[str, WorldInfo] = field(default_factory=dict)   # every world a result comes from
+
+    @property
+    def found(self) -> bool:
+        """False when nothing reached the relevance floor: memory holds nothing about the query."""
+        return bool(self.beliefs or self.evidence)
 
 
 @dataclass
