@@ -1,7 +1,8 @@
 """Belief extraction at channel scale, through the real LLM client and openai library against the
 fake endpoint: one call per channel batch whatever worlds it spans (calls and prompt tokens as our
 client counts them), beliefs land in their sources' world, supersession follows the time things
-were said rather than the order they were extracted in, and garbage from the LLM is never stored."""
+were said rather than the order they were extracted in (and beliefs stored before that rule are
+repaired on upgrade), and garbage from the LLM is never stored."""
 from __future__ import annotations
 
 import json
@@ -12,12 +13,13 @@ from datetime import timedelta
 import pytest
 
 from engine.config import LLMSection
+from engine.db import discover_migrations, open_database
 from engine.llm import LLMClient
 from engine.llm.schema import extract_json
 from engine.memory import MemoryMessage
 from engine.memory.beliefs import home_world
 from engine.memory.extraction import SYSTEM_PROMPT
-from engine.memory.models import parse_ts
+from engine.memory.models import iso, parse_ts
 from tests.fakes.openai_server import FakeOpenAI, completion
 from tests.memory_helpers import T0, Chat, close_engine, open_engine
 
@@ -227,3 +229,30 @@ def test_grounded_forms_pass(subject, obj):
     batch = [Source(1, 10, "bob", "Alice lives in Paris", T0)]
     sources, problem = vet(ExtractedBelief(subject=subject, predicate="lives in", object=obj, sources=[1]), batch)
     assert problem is None and [s.id for s in sources] == [10]
+
+
+async def test_upgrade_repairs_beliefs_that_ended_before_they_began(tmp_path):
+    """Beliefs stored before supersession followed time: an older statement extracted later had
+    ended a newer one. The migration makes the newer one valid again and ends the older one there."""
+    repair = next(m for m in discover_migrations() if m.path.name.endswith("_extract.sql"))
+    db = await open_database(tmp_path / "m.db", upgrade=False)
+    await db.upgrade(target=repair.version - 1)
+    at = {h: iso(T0 + timedelta(hours=h)) for h in (1, 1.5, 2, 3, 5)}
+    await db.execute("INSERT INTO worlds(id, scope, topic, centroid, access_count, created_at, last_active) "
+                     "VALUES ('w', 's', 't', x'00', 1, ?, ?)", (at[1], at[1]))
+    rows = [  # id, object, valid_from, invalid_at, superseded_by
+        (1, "paris", at[1], None, None),      # said first, extracted last: it ended Berlin
+        (2, "berlin", at[2], at[1], 1),
+        (3, "oslo", at[3], at[1.5], 4),       # ended by Rome, itself ended since
+        (4, "rome", at[1.5], at[5], 5),
+        (5, "lima", at[5], None, None)]
+    await db.executemany(
+        "INSERT INTO beliefs(id, scope, world_id, subject, predicate, object, norm_key, norm_object, confidence, "
+        "learned_at, valid_from, invalid_at, superseded_by, decayed_at, embedding) "
+        "VALUES (?, 's', 'w', 'alice', 'lives in', ?, 'alice|lives in', ?, 0.8, ?, ?, ?, ?, ?, x'00')",
+        [(i, o, o, at[5], vf, inv, by, at[5]) for i, o, vf, inv, by in rows])
+    await db.upgrade()
+    got = {r["object"]: (r["invalid_at"], r["superseded_by"]) for r in await db.fetchall("SELECT * FROM beliefs")}
+    assert got == {"paris": (at[2], 2), "berlin": (None, None), "oslo": (at[3], 4), "rome": (at[5], 5),
+                   "lima": (None, None)}
+    await db.close()
