@@ -29,7 +29,7 @@ from engine.embedder import Embedder
 from engine.llm.errors import InvalidAnswer
 from engine.memory import audience as audience_store
 from engine.memory import beliefs as belief_store
-from engine.memory import lifecycle, recall as recall_mod, router, topics
+from engine.memory import chattext, lifecycle, recall as recall_mod, router, topics
 from engine.memory.audience import PUBLIC, Viewer
 from engine.memory.beliefs import BELIEF_COLUMNS, NewBelief, belief_from_row
 from engine.memory.extraction import Extraction, ExtractionScheduler, prompt as extraction_prompt
@@ -94,7 +94,9 @@ class MemoryEngine:
     # -- start-up and state ------------------------------------------------------------
 
     async def start(self) -> dict[str, int]:
-        """Remove dead worlds, rebuild every scope's index, queue unfinished extraction."""
+        """Fit messages stored before chattext search, remove dead worlds, rebuild every scope's index,
+        queue unfinished extraction."""
+        await chattext.fit_stored(self.db)
         dead = await lifecycle.remove_dead(self.db)
         scopes = [r["scope"] for r in await self.db.fetchall("SELECT DISTINCT scope FROM worlds")]
         for scope in scopes:
@@ -343,9 +345,9 @@ class MemoryEngine:
         await self._write_worlds(conn, scope, state, items, results, born, touched)
         await conn.executemany(
             "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, author_id, text, ts,"
-            " embedding) VALUES (?,?,?,?,?,?,?,?,?)",
+            " embedding, search_text) VALUES (?,?,?,?,?,?,?,?,?,?)",
             [(scope, r.world_id, m.channel, m.message_id, m.author, m.author_id, m.text.strip(),
-              iso(_aware(m.ts)), to_blob(v))
+              iso(_aware(m.ts)), to_blob(v), chattext.searchable_text(m.text, _aware(m.ts), m.attachments))
              for (m, v), r in zip(items, results)])
 
     async def _write_worlds(self, conn, scope: str, state: ScopeState, items, results: list[RouteResult],
