@@ -7,12 +7,18 @@
 -- where it is rare (many speakers) and IDF lowers it where it is everywhere (two speakers);
 -- author weights 0.25..2 measured the same on LoCoMo (bench/RESULTS.md).
 ALTER TABLE memory_messages ADD COLUMN search_text TEXT NOT NULL DEFAULT '';
+-- Messages stored before: searchable at once by speaker and text; the engine adds the dates they
+-- name at its next start (chattext.fit_stored) and empties this list as it goes.
+UPDATE memory_messages SET search_text = text;
+CREATE TABLE memory_messages_unfitted (id INTEGER PRIMARY KEY);
+INSERT INTO memory_messages_unfitted(id) SELECT id FROM memory_messages;
 
 DROP TRIGGER memory_messages_ai;
 DROP TRIGGER memory_messages_ad;
 DROP TABLE memory_messages_fts;
 CREATE VIRTUAL TABLE memory_messages_fts USING fts5(
     author, search_text, content='memory_messages', content_rowid='id', tokenize='porter unicode61');
+INSERT INTO memory_messages_fts(memory_messages_fts) VALUES ('rebuild');
 CREATE TRIGGER memory_messages_ai AFTER INSERT ON memory_messages BEGIN
     INSERT INTO memory_messages_fts(rowid, author, search_text) VALUES (new.id, new.author, new.search_text);
 END;
@@ -25,13 +31,6 @@ CREATE TRIGGER memory_messages_au AFTER UPDATE OF author, search_text ON memory_
         VALUES ('delete', old.id, old.author, old.search_text);
     INSERT INTO memory_messages_fts(rowid, author, search_text) VALUES (new.id, new.author, new.search_text);
 END;
-
--- Messages stored before: searchable at once by speaker and text; the engine adds the dates they
--- name at its next start (chattext.fit_stored) and empties this list as it goes.
-UPDATE memory_messages SET search_text = text;
-INSERT INTO memory_messages_fts(memory_messages_fts) VALUES ('rebuild');
-CREATE TABLE memory_messages_unfitted (id INTEGER PRIMARY KEY);
-INSERT INTO memory_messages_unfitted(id) SELECT id FROM memory_messages;
 
 -- Beliefs: the same tokenizer, so one query (textutil.fts_query) searches both alike.
 DROP TRIGGER beliefs_ai;
