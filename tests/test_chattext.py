@@ -15,6 +15,7 @@ from engine.memory.chattext import dates_in, searchable_text
 from engine.memory.textutil import fts_query
 from tests.memory_helpers import close_engine, open_engine
 from tests.test_memory_commands import Collect
+from tests.test_telegram import text_of, tg  # noqa: F401  (tg: the Telegram app fixture)
 
 MONDAY = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)  # LoCoMo's first session
 
@@ -167,3 +168,37 @@ async def test_a_database_from_before_keeps_its_messages_searchable(tmp_path):
         assert await keyword_hits(db, "Anna marathon ran") == []
     finally:
         await close_engine(db, engine)
+
+
+async def stored_search_text(app: App, text: str) -> str | None:
+    return await app.db.fetchval("SELECT search_text FROM memory_messages WHERE text=?", (text,))
+
+
+async def test_discord_attachment_names_and_alt_text_reach_memory(tmp_path, monkeypatch):
+    from tests.fakes.discord_server import CHANNEL, FakeDiscord
+    from tests.test_discord import start_bot, stop_bot
+    from tests.test_discord_backfill import wait_for_texts
+    fake = await FakeDiscord().start()
+    app, stop, task, *_ = await start_bot(tmp_path, monkeypatch, fake, message_content=True)
+    try:
+        msg = fake.missed_message("the plan for the garden")
+        msg["attachments"] = [{"id": fake.next_id(), "filename": "raised_beds.pdf", "size": 2048,
+                               "url": "https://cdn.example/raised_beds.pdf", "proxy_url": "https://cdn.example/p",
+                               "description": "sketch of three raised beds"}]
+        await fake.dispatch("MESSAGE_CREATE", msg)
+        await wait_for_texts(app, 1)
+        assert await stored_search_text(app, "the plan for the garden") == \
+            "the plan for the garden\nraised_beds.pdf\nsketch of three raised beds"
+    finally:
+        await stop_bot(app, stop, task)
+        await fake.stop()
+
+
+async def test_telegram_document_name_reaches_memory(tg):
+    app, server, _, _ = tg
+    server.push_message(-77, "the garden budget, as promised", document={"file_id": "d1", "file_name": "budget_2024.xlsx",
+                                                                    "file_size": 10})
+    server.push_message(-77, "/recall budget")  # a command waits until its channel's earlier messages are stored
+    await server.wait_for("sendMessage", lambda c: "the garden budget, as promised" in text_of(c))
+    assert await stored_search_text(app, "the garden budget, as promised") == \
+        "the garden budget, as promised\nbudget_2024.xlsx"
