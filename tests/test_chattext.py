@@ -156,10 +156,17 @@ async def test_a_database_from_before_keeps_its_messages_searchable(tmp_path):
         await old.execute("INSERT INTO memory_messages(scope, world_id, channel, message_id, author, text, ts, "
                           "embedding) VALUES ('test:1', 'w1', 'general', ?, ?, ?, ?, zeroblob(1536))",
                           (str(i), author, text, (MONDAY + timedelta(minutes=i)).isoformat()))
+    await old.execute("INSERT INTO beliefs(scope, world_id, subject, predicate, object, norm_key, norm_object, "
+                      "confidence, learned_at, valid_from, decayed_at, embedding) VALUES ('test:1', 'w1', 'Anna', "
+                      "'is training for', 'marathons', 'anna|training', 'marathons', 0.8, ?, ?, ?, zeroblob(1536))",
+                      (MONDAY.isoformat(),) * 3)
     await old.close()
 
     db, engine = await open_engine(path)  # migrates, then fits the old messages at start
     try:
+        # beliefs are searched with the same query, stemmed alike: "trains ... marathon" finds "training ... marathons"
+        assert await db.fetchval("SELECT rowid FROM beliefs_fts WHERE beliefs_fts MATCH ?",
+                                 (fts_query("Who trains for a marathon?"),)) is not None
         assert await keyword_hits(db, "What did Anna do on 7 May 2023?") == ["yesterday I ran a marathon"]
         assert await keyword_hits(db, "well done Bob") == ["nice, well done"]
         assert await db.fetchval("SELECT count(*) FROM memory_messages_unfitted") == 0
