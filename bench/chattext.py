@@ -85,7 +85,8 @@ def recall_at(variant: Variant, rows, questions, ks: list[int]) -> dict[int, lis
     con = sqlite3.connect(":memory:")
     con.execute(f"CREATE VIRTUAL TABLE f USING fts5(author, body, tokenize='{variant.tokenizer}')")
     con.executemany("INSERT INTO f(rowid, author, body) VALUES (?,?,?)",
-                    [(i, r[1] if variant.speaker else "", r[3] if variant.fitted else r[2]) for i, r in enumerate(rows)])
+                    [(i, r[1] if variant.speaker else "", r[3] if variant.fitted else r[2])
+                     for i, r in enumerate(rows)])
     rank = f"bm25(f, {variant.weights[0]}, {variant.weights[1]})" if variant.weights else "bm25(f)"
     out: dict[int, list[float]] = {k: [] for k in ks}
     for q in questions:

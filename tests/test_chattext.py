@@ -14,9 +14,12 @@ from engine.memory import MemoryMessage
 from engine.memory.chattext import dates_in, searchable_text
 from engine.memory.textutil import fts_query
 from tests.memory_helpers import close_engine, open_engine
+from tests.test_discord import start_bot, stop_bot
+from tests.test_discord_backfill import fake, wait_for_texts  # noqa: F401  (fake: the Discord fake fixture)
 from tests.test_memory_commands import Collect
 from tests.test_telegram import text_of, tg  # noqa: F401  (tg: the Telegram app fixture)
 
+pytestmark = pytest.mark.timeout(120)  # the adapter tests wait on real clients
 MONDAY = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)  # LoCoMo's first session
 
 
@@ -182,11 +185,7 @@ async def stored_search_text(app: App, text: str) -> str | None:
     return await app.db.fetchval("SELECT search_text FROM memory_messages WHERE text=?", (text,))
 
 
-async def test_discord_attachment_names_and_alt_text_reach_memory(tmp_path, monkeypatch):
-    from tests.fakes.discord_server import CHANNEL, FakeDiscord
-    from tests.test_discord import start_bot, stop_bot
-    from tests.test_discord_backfill import wait_for_texts
-    fake = await FakeDiscord().start()
+async def test_discord_attachment_names_and_alt_text_reach_memory(tmp_path, monkeypatch, fake):
     app, stop, task, *_ = await start_bot(tmp_path, monkeypatch, fake, message_content=True)
     try:
         msg = fake.missed_message("the plan for the garden")
@@ -199,13 +198,12 @@ async def test_discord_attachment_names_and_alt_text_reach_memory(tmp_path, monk
             "the plan for the garden\nraised_beds.pdf\nsketch of three raised beds"
     finally:
         await stop_bot(app, stop, task)
-        await fake.stop()
 
 
 async def test_telegram_document_name_reaches_memory(tg):
     app, server, _, _ = tg
-    server.push_message(-77, "the garden budget, as promised", document={"file_id": "d1", "file_name": "budget_2024.xlsx",
-                                                                    "file_size": 10})
+    document = {"file_id": "d1", "file_name": "budget_2024.xlsx", "file_size": 10}
+    server.push_message(-77, "the garden budget, as promised", document=document)
     server.push_message(-77, "/recall budget")  # a command waits until its channel's earlier messages are stored
     await server.wait_for("sendMessage", lambda c: "the garden budget, as promised" in text_of(c))
     assert await stored_search_text(app, "the garden budget, as promised") == \
