@@ -8,7 +8,7 @@ import pytest
 
 from bot.app import App
 from bot.neutral import Attachment, Incoming
-from engine.config import parse_config
+from engine.config import ConfigError, parse_config
 from engine.db import Database
 from engine.memory import MemoryMessage
 from engine.memory.chattext import dates_in, searchable_text
@@ -50,6 +50,15 @@ def test_searchable_text_keeps_text_attachments_and_dates():
     found = searchable_text("look what I got yesterday", MONDAY, ("bike.jpg", "a photo of a red bike", ""))
     assert found.split("\n") == ["look what I got yesterday", "bike.jpg", "a photo of a red bike", "7 May 2023"]
     assert searchable_text("  plain  ", MONDAY) == "plain"
+
+
+def test_dates_are_read_in_the_configured_time_zone():
+    evening_in_new_york = datetime(2023, 5, 9, 2, 0, tzinfo=timezone.utc)  # 22:00 on 8 May there
+    assert searchable_text("yesterday", evening_in_new_york).endswith("8 May 2023")
+    assert searchable_text("yesterday", evening_in_new_york, (), "America/New_York").endswith("7 May 2023")
+    assert parse_config({"memory": {"timezone": "America/New_York"}}).memory.timezone == "America/New_York"
+    with pytest.raises(ConfigError, match="memory.timezone: .*unknown time zone 'Mars/Base'"):
+        parse_config({"memory": {"timezone": "Mars/Base"}})
 
 
 def test_questions_are_expanded_like_the_index():

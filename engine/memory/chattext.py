@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 from typing import Iterable
+from zoneinfo import ZoneInfo
 
 from dateutil.relativedelta import relativedelta
 
@@ -179,19 +180,20 @@ def dates_in(text: str, at: datetime | date) -> list[str]:
     return list(dict.fromkeys(f for _, forms in find_dates(text, at) for f in forms))
 
 
-def searchable_text(text: str, ts: datetime, attachments: Iterable[str] = ()) -> str:
+def searchable_text(text: str, ts: datetime, attachments: Iterable[str] = (), zone: str = "UTC") -> str:
     """What the full-text index holds for a message besides its speaker's name (a column of its
     own, which is what a third-person question about "I" finds): its text, its attachments' names
-    and captions, and the absolute dates they name, resolved against the message's time ``ts``."""
+    and captions, and the absolute dates they name, resolved against the message's time ``ts``
+    as a clock in time zone ``zone`` reads it (a naive ``ts`` is taken as already local)."""
     parts = [text.strip()]
     parts += [a.strip() for a in attachments if a and a.strip()]
-    dates = dates_in(" ".join(parts), ts)
+    dates = dates_in(" ".join(parts), ts.astimezone(ZoneInfo(zone)) if ts.tzinfo else ts)
     if dates:
         parts.append(" · ".join(dates))
     return "\n".join(parts)
 
 
-async def fit_stored(db: Database) -> int:
+async def fit_stored(db: Database, zone: str = "UTC") -> int:
     """Add the dates they name to the messages stored before migration 0014 (listed in
     memory_messages_unfitted), a chunk per transaction, resolving off the event loop; returns how
     many were looked at. Idempotent and resumable: a chunk leaves the list when it is done."""
@@ -203,7 +205,8 @@ async def fit_stored(db: Database) -> int:
         if not rows:
             return seen
         stored = [r for r in rows if r["text"] is not None]  # forgotten since: nothing to fit
-        fitted = await run_cpu(lambda: [(searchable_text(r["text"], parse_ts(r["ts"])), r["id"]) for r in stored])
+        fitted = await run_cpu(lambda: [(searchable_text(r["text"], parse_ts(r["ts"]), (), zone), r["id"])
+                                        for r in stored])
         changed = [(new, mid) for (new, mid), r in zip(fitted, stored) if new != r["text"]]
         ids = [r["id"] for r in rows]
         async with db.transaction() as conn:

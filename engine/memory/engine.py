@@ -96,7 +96,7 @@ class MemoryEngine:
     async def start(self) -> dict[str, int]:
         """Fit messages stored before chattext search, remove dead worlds, rebuild every scope's index,
         queue unfinished extraction."""
-        await chattext.fit_stored(self.db)
+        await chattext.fit_stored(self.db, self.cfg.timezone)
         dead = await lifecycle.remove_dead(self.db)
         scopes = [r["scope"] for r in await self.db.fetchall("SELECT DISTINCT scope FROM worlds")]
         for scope in scopes:
@@ -347,7 +347,8 @@ class MemoryEngine:
             "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, author_id, text, ts,"
             " embedding, search_text) VALUES (?,?,?,?,?,?,?,?,?,?)",
             [(scope, r.world_id, m.channel, m.message_id, m.author, m.author_id, m.text.strip(),
-              iso(_aware(m.ts)), to_blob(v), chattext.searchable_text(m.text, _aware(m.ts), m.attachments))
+              iso(_aware(m.ts)), to_blob(v), chattext.searchable_text(m.text, _aware(m.ts), m.attachments,
+                                                                        self.cfg.timezone))
              for (m, v), r in zip(items, results)])
 
     async def _write_worlds(self, conn, scope: str, state: ScopeState, items, results: list[RouteResult],
