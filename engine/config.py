@@ -21,6 +21,16 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+def known_zone(value: str) -> str:
+    """An IANA time zone name, checked."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {value!r} (use an IANA name like Europe/Berlin)") from None
+    return value
+
+
 def secret(env_name: str) -> str | None:
     """Read a secret from the environment; empty means unset."""
     value = os.environ.get(env_name, "").strip() if env_name else ""
@@ -182,6 +192,9 @@ class MemorySection(Section):
     index_m: int = Field(16, ge=4, le=128)
     index_ef_construction: int = Field(400, ge=10)
     index_ef: int = Field(128, ge=1)
+    # Where "yesterday" and "last Friday" in a message are read (engine/memory/chattext.py).
+    timezone: str = "UTC"
+    _known_zone = field_validator("timezone")(known_zone)
 
 
 class DiscordSection(Section):
@@ -218,15 +231,7 @@ class SchedulerSection(Section):
     missed: Literal["skip", "run_once"] = "run_once"
     misfire_grace_s: int = Field(3600, ge=1)
 
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str) -> str:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {value!r} (use an IANA name like Europe/Berlin)") from None
-        return value
+    _known_zone = field_validator("timezone")(known_zone)
 
 
 class Config(Section):

@@ -28,7 +28,7 @@ from engine.db import Database
 from engine.embedder import Embedder
 from engine.memory import audience as audience_store
 from engine.memory import beliefs as belief_store
-from engine.memory import extraction, lifecycle, recall as recall_mod, router, topics
+from engine.memory import chattext, extraction, lifecycle, recall as recall_mod, router, topics
 from engine.memory.audience import PUBLIC, Viewer
 from engine.memory.beliefs import BELIEF_COLUMNS, belief_from_row
 from engine.memory.extraction import ExtractionScheduler
@@ -93,7 +93,9 @@ class MemoryEngine:
     # -- start-up and state ------------------------------------------------------------
 
     async def start(self) -> dict[str, int]:
-        """Remove dead worlds, rebuild every scope's index, queue unfinished extraction."""
+        """Fit messages stored before chattext search, remove dead worlds, rebuild every scope's index,
+        queue unfinished extraction."""
+        await chattext.fit_stored(self.db, self.cfg.timezone)
         dead = await lifecycle.remove_dead(self.db)
         scopes = [r["scope"] for r in await self.db.fetchall("SELECT DISTINCT scope FROM worlds")]
         for scope in scopes:
@@ -342,9 +344,10 @@ class MemoryEngine:
         await self._write_worlds(conn, scope, state, items, results, born, touched)
         await conn.executemany(
             "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, author_id, text, ts,"
-            " embedding) VALUES (?,?,?,?,?,?,?,?,?)",
+            " embedding, search_text) VALUES (?,?,?,?,?,?,?,?,?,?)",
             [(scope, r.world_id, m.channel, m.message_id, m.author, m.author_id, m.text.strip(),
-              iso(_aware(m.ts)), to_blob(v))
+              iso(_aware(m.ts)), to_blob(v), chattext.searchable_text(m.text, _aware(m.ts), m.attachments,
+                                                                        self.cfg.timezone))
              for (m, v), r in zip(items, results)])
 
     async def _write_worlds(self, conn, scope: str, state: ScopeState, items, results: list[RouteResult],
