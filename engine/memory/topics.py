@@ -43,6 +43,7 @@ NAME_STOP = STOP_WORDS | frozenset({
     "did", "does", "doing", "let", "lets", "want", "wanna", "gotta", "going", "went", "say", "said",
     "tell", "told", "thing", "things", "stuff", "lot", "lots", "need", "try", "tried", "look", "feel",
     "mean", "use", "used", "using", "vs", "actually", "pretty", "probably", "anyway", "sounds", "awesome", "love", "hey", "hi", "hello",
+    "today", "tonight", "tomorrow", "yesterday",
 })
 _TOKEN = re.compile(r"[^\W\d_][\w'’-]*")
 _SENTENCE_END = re.compile(r"[.!?:;]")
