@@ -160,9 +160,10 @@ class MemorySection(Section):
     context_window_s: float = Field(900.0, ge=0.0)
     context_weight: float = Field(0.15, ge=0.0, lt=1.0)
     # Belief extraction by the LLM runs per channel every extract_every_n new messages or
-    # extract_every_s seconds after the first pending one, whichever comes first.
+    # extract_every_s seconds after the first pending one, whichever comes first: one LLM call
+    # per batch of at most extract_batch_max messages.
     extract_every_n: int = Field(20, ge=1)
-    extract_every_s: float = Field(120.0, ge=0.0)
+    extract_every_s: float = Field(300.0, ge=0.0)
     extract_batch_max: int = Field(60, ge=1, le=1000)
     # Belief confidence halves every half_life_days without being seen again.
     half_life_days: float = Field(30.0, gt=0.0)

@@ -29,14 +29,13 @@ import numpy as np
 from engine.config import MemorySection
 from engine.db import Database
 from engine.embedder import Embedder
-from engine.llm.errors import InvalidAnswer
-from engine.memory import beliefs as belief_store
 from engine.memory import audience as audience_store
+from engine.memory import beliefs as belief_store
 from engine.memory import digest as digest_mod
-from engine.memory import lifecycle, recall as recall_mod, router, storage, topics
+from engine.memory import extraction, lifecycle, recall as recall_mod, router, storage, topics
 from engine.memory.audience import PUBLIC, Viewer
-from engine.memory.beliefs import BELIEF_COLUMNS, NewBelief, belief_from_row
-from engine.memory.extraction import Extraction, ExtractionScheduler, prompt as extraction_prompt
+from engine.memory.beliefs import BELIEF_COLUMNS, belief_from_row
+from engine.memory.extraction import ExtractionScheduler
 from engine.memory.models import (AskResult, Belief, MemoryMessage, RecallResult, RouteResult, WorldInfo, aware,
                                   maturity, parse_ts, utcnow)
 from engine.memory.scope_cache import ScopeCache, ScopeState
@@ -366,70 +365,24 @@ class MemoryEngine:
             return 0
         return await topics.name_worlds(self.db, self.llm, self.cfg, scope, state, targets)
 
-    # -- belief extraction -------------------------------------------------------------
+    # -- belief extraction (engine.memory.extraction) ----------------------------------
 
     async def flush(self) -> None:
         """Run all pending belief extraction and topic naming now, and wait for it."""
         await self.extraction.drain()
         if self.llm is not None:
-            for row in await self.db.fetchall(
-                    "SELECT DISTINCT scope, channel FROM memory_messages WHERE extracted=0"):
-                await self._extract_channel(row["scope"], row["channel"])
+            for scope, channel in await extraction.unread_channels(self.db):
+                await self._extract_channel(scope, channel)
         for task in list(self._topic_tasks.values()):
             task.cancel()
         for scope in list(self._topic_dirty):
             await self.refresh_topics(scope)
 
     async def _extract_channel(self, scope: str, channel: str) -> None:
-        """Extract beliefs from the channel's unread messages, a batch at a time."""
+        """Extract beliefs from the channel's unread messages, one LLM call per batch."""
         if self.llm is None:
             return
-        while True:
-            rows = await self.db.fetchall(
-                "SELECT m.id, m.world_id, m.author, m.text, m.ts, w.topic FROM memory_messages m "
-                "JOIN worlds w ON w.id = m.world_id WHERE m.scope=? AND m.channel=? AND m.extracted=0 "
-                "ORDER BY m.id LIMIT ?", (scope, channel, self.cfg.extract_batch_max))
-            if not rows:
-                return
-            groups: dict[str, list] = {}
-            for r in rows:
-                groups.setdefault(r["world_id"], []).append(r)
-            found: list[NewBelief] = []
-            for group in groups.values():
-                numbered = [(i + 1, r["author"], r["text"]) for i, r in enumerate(group)]
-                try:
-                    out = await self.llm.structured(Extraction, extraction_prompt(numbered, group[0]["topic"]),
-                                                    fast=True, job="memory.extract", scope=scope)
-                except InvalidAnswer as err:
-                    # Never in shape, even after the client's retries: skip these messages rather than
-                    # retry them forever. Other LLM errors (endpoint down, budget) leave them pending.
-                    log.warning("no beliefs from %d messages of %s/%s: %s", len(group), scope, channel, err)
-                    continue
-                for b in out.beliefs:
-                    sources = [group[n - 1] for n in b.sources if 1 <= n <= len(group)] or group
-                    found.append(NewBelief(b.subject, b.predicate, b.object, b.confidence, b.exclusive,
-                                           [s["id"] for s in sources],
-                                           max(parse_ts(s["ts"]) for s in sources)))
-            vectors = await self.embedder.embed([b.text() for b in found]) if found else []
-            touched = await self._store_beliefs(scope, found, vectors, [r["id"] for r in rows])
+        while (touched := await extraction.extract_next_batch(
+                self.db, self.llm, self.embedder, self._lock(scope), scope, channel,
+                self.cfg.extract_batch_max)) is not None:
             await self._refresh_maturity(scope, touched)
-
-    async def _store_beliefs(self, scope: str, found: list[NewBelief], vectors, read_ids: list[int]) -> list[str]:
-        now = utcnow()
-        touched: set[str] = set()
-        async with self._lock(scope):
-            async with self.db.transaction() as conn:
-                for belief, vec in zip(found, vectors):
-                    # The world that holds the source now (a merge may have moved it meanwhile).
-                    async with conn.execute("SELECT world_id FROM memory_messages WHERE id=? AND scope=?",
-                                            (belief.sources[0], scope)) as cur:
-                        row = await cur.fetchone()
-                    if row is None:  # forgotten meanwhile
-                        continue
-                    await belief_store.apply(conn, scope, row["world_id"], [belief], np.asarray([vec]), now)
-                    touched.add(row["world_id"])
-                for i in range(0, len(read_ids), 500):
-                    part = read_ids[i:i + 500]
-                    await conn.execute(f"UPDATE memory_messages SET extracted=1 WHERE id IN ({','.join('?' * len(part))})",
-                                       part)
-        return sorted(touched)
