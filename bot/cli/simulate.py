@@ -53,7 +53,9 @@ class _Bars:
         if fraction is not None and self.bar is not None:
             self.bar.n = int(round(fraction * 100))
         if self.bar is not None:
-            self.bar.set_postfix_str(event.job.message.split(": ", 1)[-1][:60], refresh=True)
+            # one line only: tqdm redraws its own line, and a line break would strand the old text
+            line = event.job.message.split("\n", 1)[0].split(": ", 1)[-1]
+            self.bar.set_postfix_str(line[:60], refresh=True)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -163,10 +163,17 @@ async def status_text(app, row) -> str:
         pct = f" {job.progress * 100:.0f}%" if job.progress is not None and not job.finished else ""
         lines.append(f"job `{job.id}`: {job.state}{pct}" + (f" — {job.error}" if job.error else
                                                             (f" · {job.message}" if job.message else "")))
+    running = job is not None and job.state == "running"
     for number, (name, _) in enumerate(pipeline.STEPS, 1):
         info = done.get(name)
         if info is None:
-            lines.append(f"{number}. {name}: pending")
+            if running:  # the first unfinished step is the one under way
+                detail = job.message.split("\n", 1)[0].removeprefix(f"{name}: ")
+                shown = "" if detail.startswith("step ") else f" · {detail}"
+                lines.append(f"{number}. {name}: running{shown}")
+                running = False
+            else:
+                lines.append(f"{number}. {name}: pending")
             continue
         facts = ", ".join(f"{k} {v}" for k, v in info["summary"].items()
                           if isinstance(v, (int, float, str)) and not isinstance(v, bool))
@@ -176,6 +183,6 @@ async def status_text(app, row) -> str:
         from bot.features import simrun
         if (line := await simrun.run_status_line(app, row["id"])) is not None:
             lines.append(line)
-    if job is not None and job.state in ("interrupted", "failed", "cancelled"):
+    if job is not None and job.state in ("interrupted", "failed", "cancelled", "stopped"):
         lines.append(f"/resume {job.id} continues from the first unfinished step.")
     return "\n".join(lines)
