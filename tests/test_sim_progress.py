@@ -19,6 +19,19 @@ from tests.test_simrun_chat import FEATURES, until
 pytestmark = pytest.mark.timeout(300)
 
 
+async def output_until(capsys, text: str) -> str:
+    """The console's output up to and including the line that holds ``text`` (the progress
+    message is followed in a task of its own: its last edit lands after the job ends)."""
+    out = ""
+
+    async def seen() -> bool:
+        nonlocal out
+        out += capsys.readouterr().out
+        return text in out
+    await until(seen, timeout=30)
+    return out
+
+
 def states_shown(out: str, job_id: str) -> list[str]:
     """The job states its progress lines showed, in order, repeats collapsed."""
     shown = []
@@ -61,7 +74,7 @@ async def test_states_in_order_running_step_stop_and_counters_after_resume(opena
 
         await console.handle_line("/sim stop p1")
         stopped = await app.jobs.wait(job.id)
-        out = capsys.readouterr().out
+        out = await output_until(capsys, "⏹")
         assert stopped.state == "stopped"
         k = min((await runs.get("p1")).rounds_done.values())
         assert f"⏹ simulation p1 (`{job.id}`) stopped after round {k} of 8 on request; /sim resume p1" in out
@@ -73,10 +86,10 @@ async def test_states_in_order_running_step_stop_and_counters_after_resume(opena
 
         await console.handle_line("/sim resume p1")
         resumed = await app.jobs.wait(job.id)
-        out = capsys.readouterr().out
+        out = await output_until(capsys, "✅")
         assert resumed.state == "done", resumed.error
         counts = [int(n) for n in re.findall(r"round \d/8[^\n]* · (\d+) actions", out)]
         assert counts and counts[0] >= actions and counts == sorted(counts)   # never back to 0
-        assert states_shown(out, job.id)[-1] == "finished" or "✅" in out
+        assert states_shown(out, job.id)[-1] == "finished"
     finally:
         await app.close()

@@ -50,10 +50,10 @@ TYPICAL_DELAY_ROUNDS = 1
 AGENT_STEP_TOKENS = 1_800         # tool schemas, persona and feed of one agent request
 AGENT_MEMORY_TOKENS = 530         # added by each step the agent remembers
 REPORT_TURNS = 3                  # a section: gather, follow up, write
-REPORT_TURN_TOKENS = 1_000         # system, brief and tool schemas of one report turn
+REPORT_TURN_TOKENS = 1_000        # system, brief and tool schemas of one report turn
 REPORT_TOOL_RESULT_TOKENS = 550   # one tool result carried into the next turns
 REPORT_SMALL_CALL_TOKENS = 250    # outline, query split, summary
-INTERVIEW_TOKENS = 300          # an agent's persona and memory, the question and its answer
+INTERVIEW_TOKENS = 300            # an agent's persona and memory, the question and its answer
 
 
 @dataclass
