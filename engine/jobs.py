@@ -2,7 +2,9 @@
 
 A job kind is registered with an async handler ``handler(ctx: JobContext) -> dict | None``.
 Every state change and progress report is written to the ``jobs`` table and fanned out to
-subscribers (the chat adapters).
+subscribers (the chat adapters). States go queued -> running -> done, failed, cancelled,
+interrupted or stopped (a handler that ends early because someone asked raises JobStopped);
+every state but done can be resumed.
 
 Several processes may share the database (engine.owners): each job names the process that
 runs it. At start-up only jobs whose owner is gone are marked 'interrupted' (and can be
