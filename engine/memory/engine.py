@@ -375,17 +375,21 @@ class MemoryEngine:
         await self.extraction.drain()
         if self.llm is not None:
             for scope, channel in await extraction.unread_channels(self.db):
-                await self._extract_channel(scope, channel)
+                while await self._extract_channel(scope, channel):
+                    pass
         for task in list(self._topic_tasks.values()):
             task.cancel()
         for scope in list(self._topic_dirty):
             await self.refresh_topics(scope)
 
-    async def _extract_channel(self, scope: str, channel: str) -> None:
-        """Extract beliefs from the channel's unread messages, one LLM call per batch."""
+    async def _extract_channel(self, scope: str, channel: str) -> int:
+        """Extract beliefs from the channel's next batch of unread messages (one LLM call); returns how
+        many messages are still unread after it."""
         if self.llm is None:
-            return
-        while (touched := await extraction.extract_next_batch(
-                self.db, self.llm, self.embedder, self._lock(scope), scope, channel,
-                self.cfg.extract_batch_max)) is not None:
-            await self._refresh_maturity(scope, touched)
+            return 0
+        touched = await extraction.extract_next_batch(self.db, self.llm, self.embedder, self._lock(scope), scope,
+                                                      channel, self.cfg.extract_batch_max)
+        if touched is None:
+            return 0
+        await self._refresh_maturity(scope, touched)
+        return await extraction.unread_count(self.db, scope, channel)

@@ -183,6 +183,11 @@ async def unread_batch(db: Database, scope: str, channel: str, limit: int) -> li
     return [Source(i + 1, r["id"], r["author"], r["text"], parse_ts(r["ts"])) for i, r in enumerate(rows)]
 
 
+async def unread_count(db: Database, scope: str, channel: str) -> int:
+    return await db.fetchval("SELECT count(*) FROM memory_messages WHERE scope=? AND channel=? AND extracted=0",
+                             (scope, channel))
+
+
 async def unread_channels(db: Database) -> list[tuple[str, str]]:
     """(scope, channel) of every channel with messages not yet read for beliefs."""
     return [(r["scope"], r["channel"]) for r in await db.fetchall(
@@ -210,10 +215,14 @@ async def extract_next_batch(db: Database, llm: Any, embedder: Any, lock: asynci
     return sorted(touched)
 
 
-Runner = Callable[[str, str], Awaitable[None]]
+Runner = Callable[[str, str], Awaitable[int]]   # extracts one batch, returns how many are still unread
 
 
 class ExtractionScheduler:
+    """Starts a channel's extraction when ``every_n`` messages have arrived, or ``every_s`` seconds after
+    the first of fewer. A run takes full batches only: a remainder smaller than ``every_n`` waits for
+    more messages or the timer, so a trickle during a slow call never turns into one call per message."""
+
     def __init__(self, run: Runner, every_n: int, every_s: float):
         self._run = run
         self.every_n = every_n
@@ -228,7 +237,11 @@ class ExtractionScheduler:
         self._pending[key] = self._pending.get(key, 0) + count
         if self._pending[key] >= self.every_n:
             self._launch(key)
-        elif key not in self._timers:
+        else:
+            self._arm(key)
+
+    def _arm(self, key: tuple[str, str]) -> None:
+        if key not in self._timers:
             self._timers[key] = asyncio.get_running_loop().call_later(self.every_s, self._launch, key)
 
     def _launch(self, key: tuple[str, str]) -> None:
@@ -245,15 +258,20 @@ class ExtractionScheduler:
         try:
             while True:
                 self._pending.pop(key, None)
+                self._again.discard(key)
                 try:
-                    await self._run(*key)
+                    left = await self._run(*key)
                 except asyncio.CancelledError:
                     raise
                 except Exception:
                     log.exception("belief extraction failed for %s/%s", *key)
-                if key not in self._again:
-                    break
-                self._again.discard(key)
+                    left = 0
+                if left >= self.every_n or key in self._again:
+                    continue
+                if left:
+                    self._pending[key] = left
+                    self._arm(key)
+                break
         finally:
             self._tasks.pop(key, None)
 
