@@ -160,11 +160,37 @@ class Database:
         return applied
 
 
+class DatabaseUnusable(Exception):
+    """The database file cannot be opened, or (when the bot will write) cannot be written."""
+
+
+async def _prove_writable(db: Database) -> None:
+    """A write that is rolled back: a read-only file (or file system) fails here, at start,
+    rather than on the first message stored."""
+    async with db._lock:
+        await db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            await db.conn.execute("CREATE TABLE _write_probe(x)")
+        finally:
+            await db.conn.execute("ROLLBACK")
+
+
 async def open_database(path: str | Path, upgrade: bool = True) -> Database:
-    db = await Database.open(path)
+    """Open ``path``; with ``upgrade``, apply pending migrations and prove the file writable.
+    SQLite and file-system errors become DatabaseUnusable: one line naming the file."""
+    try:
+        db = await Database.open(path)
+    except (sqlite3.Error, OSError) as err:
+        raise DatabaseUnusable(f"cannot open the database {path}: {err}; check the file and its folder") from None
     if upgrade:
         try:
             await db.upgrade()
+            await _prove_writable(db)
+        except (sqlite3.Error, OSError) as err:
+            await db.close()
+            raise DatabaseUnusable(f"cannot write the database {path}: {err}; make the file and its "
+                                   "folder writable for the bot's user, or set database.path to "
+                                   "another file") from None
         except BaseException:
             await db.close()
             raise

