@@ -35,7 +35,10 @@ def utcnow() -> str:
 
 
 class JobError(Exception):
-    """A job failed for a reason worth showing to the user as is."""
+    """A job failed for a reason worth showing to the user as is. ``resumable = False`` marks a
+    failure that resuming would only repeat (a bad document): no resume is suggested for it."""
+
+    resumable = True
 
 
 @dataclass
@@ -60,6 +63,11 @@ class Job:
     @property
     def finished(self) -> bool:
         return self.state in FINAL_STATES
+
+    @property
+    def resumable(self) -> bool:
+        """Whether resuming may help: not after a failure a JobError marked not resumable."""
+        return self.state != DONE and (self.result or {}).get("resumable", True) is not False
 
     @classmethod
     def from_row(cls, row) -> "Job":
@@ -190,6 +198,7 @@ class JobRunner:
             raise JobError(f"job {job_id} is {job.state}; only interrupted, failed or cancelled jobs resume")
         await self.owner.start()
         seen, job.state, job.error, job.finished_at, job.message = job.state, QUEUED, None, None, "resuming"
+        job.result = None
         if not await self._take_over(job, seen):
             raise JobError(f"job {job_id} was resumed by another bot process just now")
         self._start(job)
@@ -217,6 +226,8 @@ class JobRunner:
                 job.state, job.message = CANCELLED, "cancelled"
         except JobError as err:
             job.state, job.error = FAILED, str(err)
+            if not err.resumable:
+                job.result = {"resumable": False}
         except Exception as err:  # a bug or an unexpected failure: keep the job record honest
             log.exception("job %s (%s) failed", job.id, job.kind)
             job.state, job.error = FAILED, f"{type(err).__name__}: {err}"

@@ -99,7 +99,8 @@ async def simulate(args, config) -> int:
         bars.close()
         if job.state != "done":
             print(f"simulation {sim_id} {job.state}: {job.error or job.message}", file=sys.stderr)
-            print(f"continue it with: python -m bot simulate --resume {sim_id}", file=sys.stderr)
+            if job.resumable:
+                print(f"continue it with: python -m bot simulate --resume {sim_id}", file=sys.stderr)
             return 1
         result = job.result or {}
         print(f"simulation {sim_id}: {result.get('llm_calls', 0)} LLM calls, {result.get('tokens', 0):,} tokens, "

@@ -170,6 +170,6 @@ async def status_text(app, row) -> str:
         from bot.features import simrun
         if (line := await simrun.run_status_line(app, row["id"])) is not None:
             lines.append(line)
-    if job is not None and job.state in ("interrupted", "failed", "cancelled"):
+    if job is not None and job.state in ("interrupted", "failed", "cancelled") and job.resumable:
         lines.append(f"/resume {job.id} continues from the first unfinished step.")
     return "\n".join(lines)
