@@ -23,6 +23,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from engine.jobs import utcnow
 from engine.memory.audience import PUBLIC, Viewer
+from engine.words import plural
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -268,9 +269,9 @@ def _where(item: dict) -> str:
 # carry a ``text`` line (older engines: ``topic`` / ``old`` and ``new``) plus details.
 MEMORY_SECTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
     ("new_worlds", "New worlds",
-     lambda w: f"{w.get('text') or w.get('topic')} ({w.get('added', 0)} messages)"),
+     lambda w: f"{w.get('text') or w.get('topic')} ({plural(w.get('added', 0), 'message')})"),
     ("grown_worlds", "Grown worlds",
-     lambda w: f"{w.get('text') or w.get('topic')} (+{w.get('added', 0)} messages)"),
+     lambda w: f"{w.get('text') or w.get('topic')} (+{plural(w.get('added', 0), 'message')})"),
     ("new_beliefs", "New beliefs", lambda b: f"{b['text']}{_where(b)}"),
     ("superseded_beliefs", "Superseded beliefs",
      lambda b: f"{b.get('text') or (b['old'] + ' → ' + b['new'])}{_where(b)}"),

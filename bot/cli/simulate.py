@@ -13,6 +13,7 @@ from bot.app import App
 from engine.documents import DocumentError, check_document
 from engine.jobs import JobError
 from engine.sim import pipeline
+from engine.words import plural
 
 FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.simrun",
             "bot.features.report"]
@@ -103,7 +104,8 @@ async def simulate(args, config) -> int:
                 print(f"continue it with: python -m bot simulate --resume {sim_id}", file=sys.stderr)
             return 1
         result = job.result or {}
-        print(f"simulation {sim_id}: {result.get('llm_calls', 0)} LLM calls, {result.get('tokens', 0):,} tokens, "
+        print(f"simulation {sim_id}: {plural(result.get('llm_calls', 0), 'LLM call')}, "
+              f"{plural(result.get('tokens', 0), 'token')}, "
               f"~${result.get('cost_usd', 0):.4f}")
         for name, summary in result.get("steps", {}).items():
             shown = ", ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, (list, dict)))

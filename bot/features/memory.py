@@ -20,6 +20,7 @@ from engine.memory import MemoryEngine, MemoryMessage, RecallResult, WorldInfo
 from engine.memory.audience import Viewer
 from engine.memory.ingest_queue import IngestQueue
 from engine.memory.models import Belief, Evidence
+from engine.words import plural
 
 CONFIRM_WINDOW_S = 60.0
 ME, EVERYWHERE = "me", None  # what a pending /forget deletes besides one channel
@@ -34,7 +35,7 @@ def ago(ts: datetime) -> str:
 
 
 def world_sizes(w: WorldInfo) -> str:
-    return f"maturity {w.maturity:.2f} · {w.evidence} messages · {w.beliefs} beliefs"
+    return f"maturity {w.maturity:.2f} · {plural(w.evidence, 'message')} · {plural(w.beliefs, 'belief')}"
 
 
 def belief_line(b: Belief) -> str:
@@ -109,7 +110,7 @@ def setup(app) -> None:
         if not found:
             await ctx.reply.send("No worlds yet: nothing remembered in this server or chat.")
             return
-        lines = [f"{len(found)} worlds, most recently active first:"]
+        lines = [f"{plural(len(found), 'world')}, most recently active first:"]
         for w in found[:30]:
             lines.append(f"`{w.id}` {w.topic} — {world_sizes(w)} · active {ago(w.last_active)}")
         if len(found) > 30:
@@ -172,8 +173,8 @@ def setup(app) -> None:
             else:
                 counts = await engine.forget(ctx.scope, target)
                 where = "this channel" if target else "this server or chat"
-            await ctx.reply.send(f"Forgot {where}: {counts['messages']} messages, {counts['beliefs']} beliefs, "
-                                 f"{counts['worlds']} worlds removed.")
+            await ctx.reply.send(f"Forgot {where}: {plural(counts['messages'], 'message')}, "
+                                 f"{plural(counts['beliefs'], 'belief')}, {plural(counts['worlds'], 'world')} removed.")
             return
         if what == "me" and not msg.author_id:
             raise UsageError("this message has no author the bot can tell apart: nothing of yours to forget.")
