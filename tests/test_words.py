@@ -31,3 +31,17 @@ def test_lone_slash_is_a_hint_and_counts_read_right_at_the_console(tmp_path):
     assert "1 world, most recently active first:" in out.stdout
     assert "· 1 message · 0 beliefs" in out.stdout
     assert "1 worlds" not in out.stdout and "1 messages" not in out.stdout
+
+
+def test_a_huge_search_is_refused_in_one_line(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[bot]\ndata_dir = "data"\n')
+    huge = "marathon " * 6000   # 54,000 characters: SQLite's LIKE refused it with a traceback
+    lines = f"I am training for the Berlin marathon\n/world {huge}\n/recall {huge}\n/world marathon\n"
+    out = subprocess.run(bot_command("--config", str(cfg)), input=lines, capture_output=True, text=True,
+                         timeout=180, cwd=tmp_path, env=bot_env())
+    assert out.returncode == 0, out.stderr
+    assert "a world name or id has at most 200 characters (this one has 53,999)" in out.stdout
+    assert "Traceback" not in out.stdout + out.stderr and "OperationalError" not in out.stdout + out.stderr
+    assert "failed" not in out.stdout
+    assert "No beliefs extracted yet." in out.stdout   # /world with a short name still finds the world

@@ -17,6 +17,7 @@ from bot.permissions import ADMIN, EVERYONE, ByAction
 from engine.embedder import Embedder
 from engine.llm.errors import LLMError
 from engine.memory import MemoryEngine, MemoryMessage, RecallResult, WorldInfo
+from engine.memory.engine import WORLD_NAME_MAX
 from engine.memory.audience import Viewer
 from engine.memory.ingest_queue import IngestQueue
 from engine.memory.models import Belief, Evidence
@@ -120,9 +121,13 @@ def setup(app) -> None:
     @reg.command("world", "One world's beliefs, newest first (superseded ones marked ✗)",
                  [Arg("name", "world id or topic words", type="text")], group="memory")
     async def world(ctx: CommandContext) -> None:
-        found = await engine.world(viewer(ctx), ctx.args["name"])
+        name = ctx.args["name"]
+        if len(name.strip()) > WORLD_NAME_MAX:
+            raise UsageError(f"a world name or id has at most {WORLD_NAME_MAX} characters (this one has "
+                             f"{len(name.strip()):,}). /worlds lists them.")
+        found = await engine.world(viewer(ctx), name)
         if found is None:
-            raise UsageError(f"no world matches {ctx.args['name']!r}. /worlds lists them.")
+            raise UsageError(f"no world matches {name!r}. /worlds lists them.")
         w, beliefs = found
         lines = [f"World `{w.id}` “{w.topic}” — {world_sizes(w)} · born {w.created_at:%Y-%m-%d} · "
                  f"active {ago(w.last_active)}"]

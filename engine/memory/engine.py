@@ -48,6 +48,11 @@ TOPIC_CONTRAST = 300       # other worlds a keyword topic is contrasted with
 MOVE_SLICE = 16            # messages re-routed between yields to the event loop when a channel moves
 
 
+# /world looks a world up by id or topic words with LIKE; longer input names no world and, at
+# tens of thousands of characters, makes SQLite refuse the pattern ("LIKE or GLOB pattern too complex").
+WORLD_NAME_MAX = 200
+
+
 @dataclass
 class ScopeState:
     indexes: dict[str, CentroidIndex]     # audience -> the centroids of its worlds
@@ -539,11 +544,11 @@ class MemoryEngine:
 
     async def world(self, viewer: Viewer | str, name_or_id: str) -> tuple[WorldInfo, list[Belief]] | None:
         """A world the viewer sees, by id, id prefix or topic words, with all its beliefs (superseded ones
-        too), newest first."""
+        too), newest first. A name longer than WORLD_NAME_MAX characters matches nothing."""
         viewer = Viewer.of(viewer)
         sees, seen = viewer.where("audience")
         wanted = name_or_id.strip().lower()
-        if not wanted:
+        if not wanted or len(wanted) > WORLD_NAME_MAX:  # no topic is that long; SQLite's LIKE gives up
             return None
         like = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         found = None
