@@ -114,3 +114,18 @@ def test_config_after_the_command(tmp_path):
     assert out.returncode == 0 and out.stdout.strip().isdigit(), out.stderr
     out = bot(tmp_path, "run", "--config", str(cfg), "--no-console", "--wait")
     assert "unrecognized arguments" not in out.stderr
+
+
+def test_database_path_that_is_a_folder(tmp_path):
+    (tmp_path / "store").mkdir()
+    one_line_error(bot(tmp_path, "--config", "config.toml", config_text='[database]\npath = "store"\n'),
+                   "database.path", "is a folder")
+
+
+def test_cli_simulate_names_a_missing_file_and_a_folder(tmp_path):
+    (tmp_path / "papers").mkdir()
+    cfg = '[bot]\ndata_dir = "data"\n[llm]\nbase_url = "http://127.0.0.1:9/v1"\n'
+    out = bot(tmp_path, "--config", "config.toml", "simulate", "nothere.pdf", "-r", "what next?", config_text=cfg)
+    one_line_error(out, "nothere.pdf: no such file")
+    out = bot(tmp_path, "--config", "config.toml", "simulate", "papers", "-r", "what next?")
+    one_line_error(out, "papers is a folder; name the documents inside it")
