@@ -175,23 +175,36 @@ async def _prove_writable(db: Database) -> None:
             await db.conn.execute("ROLLBACK")
 
 
+# SQLite errors that say the file itself cannot be used (rather than a bug in a statement).
+_UNUSABLE = ("readonly", "unable to open", "disk i/o", "file is not a database", "disk is full")
+
+
+def _unusable(err: Exception) -> bool:
+    return isinstance(err, OSError) or any(m in str(err).lower() for m in _UNUSABLE)
+
+
+def _fix(err: Exception) -> str:
+    if "not a database" in str(err):
+        return "database.path must name an SQLite database of the bot, or a file that does not exist yet"
+    return "make the file and its folder writable for the bot's user, or set database.path to another file"
+
+
 async def open_database(path: str | Path, upgrade: bool = True) -> Database:
     """Open ``path``; with ``upgrade``, apply pending migrations and prove the file writable.
-    SQLite and file-system errors become DatabaseUnusable: one line naming the file."""
+    A file that cannot be opened or written raises DatabaseUnusable: one line naming it."""
     try:
         db = await Database.open(path)
-    except (sqlite3.Error, OSError) as err:
-        raise DatabaseUnusable(f"cannot open the database {path}: {err}; check the file and its folder") from None
+    except (sqlite3.DatabaseError, OSError) as err:
+        if not _unusable(err):
+            raise
+        raise DatabaseUnusable(f"cannot open the database {path}: {err}; {_fix(err)}") from None
     if upgrade:
         try:
             await db.upgrade()
             await _prove_writable(db)
-        except (sqlite3.Error, OSError) as err:
+        except BaseException as err:
             await db.close()
-            raise DatabaseUnusable(f"cannot write the database {path}: {err}; make the file and its "
-                                   "folder writable for the bot's user, or set database.path to "
-                                   "another file") from None
-        except BaseException:
-            await db.close()
+            if isinstance(err, (sqlite3.DatabaseError, OSError)) and _unusable(err):
+                raise DatabaseUnusable(f"cannot write the database {path}: {err}; {_fix(err)}") from None
             raise
     return db

@@ -129,3 +129,10 @@ def test_cli_simulate_names_a_missing_file_and_a_folder(tmp_path):
     one_line_error(out, "nothere.pdf: no such file")
     out = bot(tmp_path, "--config", "config.toml", "simulate", "papers", "-r", "what next?")
     one_line_error(out, "papers is a folder; name the documents inside it")
+
+
+def test_database_path_naming_a_file_that_is_no_database(tmp_path):
+    (tmp_path / "notes.txt").write_text("my notes, not a database")
+    one_line_error(bot(tmp_path, "--config", "config.toml", config_text='[database]\npath = "notes.txt"\n'),
+                   "notes.txt: file is not a database", "database.path must name an SQLite database")
+    assert (tmp_path / "notes.txt").read_text() == "my notes, not a database"
