@@ -136,3 +136,16 @@ def test_database_path_naming_a_file_that_is_no_database(tmp_path):
     one_line_error(bot(tmp_path, "--config", "config.toml", config_text='[database]\npath = "notes.txt"\n'),
                    "notes.txt: file is not a database", "database.path must name an SQLite database")
     assert (tmp_path / "notes.txt").read_text() == "my notes, not a database"
+
+
+def test_embedder_model_folder_that_cannot_load_stops_the_start(tmp_path):
+    (tmp_path / "broken_model").mkdir()
+    (tmp_path / "broken_model" / "config.json").write_text("{}")
+    out = bot(tmp_path, "--config", "config.toml",
+              config_text='[bot]\ndata_dir = "data"\n[embedder]\nmodel = "broken_model"\n')
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "embedder.model = 'broken_model' cannot be loaded" in errors[0], out.stderr
+    assert "huggingface.co" not in out.stderr   # no model hub is asked
+    assert "you>" not in out.stdout and not out.stdout.strip()  # the console never opened

@@ -83,6 +83,7 @@ def setup(app) -> None:
 
     async def start() -> None:
         engine.llm = app.services.get("llm")
+        await embedder.load_now_unless_packaged()  # a model of the user's own: fail at start, not per message
         embedder.warm()  # load the model in the background; /help does not wait
         await engine.start()
         queue.start()
