@@ -200,8 +200,8 @@ async def open_database(path: str | Path, upgrade: bool = True) -> Database:
         raise DatabaseUnusable(f"cannot open the database {path}: {err}; {_fix(err)}") from None
     if upgrade:
         try:
-            await db.upgrade()
-            await _prove_writable(db)
+            if not await db.upgrade():  # nothing applied, so nothing written yet: prove it can be
+                await _prove_writable(db)
         except BaseException as err:
             await db.close()
             if isinstance(err, (sqlite3.DatabaseError, OSError)) and _unusable(err):
