@@ -135,7 +135,7 @@ def top_agents_figure(stats: SimStats, top: int = 10) -> Figure:
     return fig
 
 
-def interaction_figure(stats: SimStats, max_nodes: int = 40) -> Figure:
+def interaction_figure(stats: SimStats, max_nodes: int = 25) -> Figure:
     """Who liked, commented, reposted, quoted or followed whom during the run. The follow graph
     seeded at set-up is drawn faint (dashed, light), between the agents shown only; node size
     is interactions received, edge width interactions along that edge; both have a legend."""
@@ -153,10 +153,15 @@ def interaction_figure(stats: SimStats, max_nodes: int = 40) -> Figure:
     if graph.number_of_edges():
         faint = seeded.subgraph(graph.nodes).copy()
         faint.remove_edges_from([e for e in faint.edges if graph.has_edge(*e)])
-        pos = nx.spring_layout(graph, seed=7, weight="weight", k=1.6 / max(1, graph.number_of_nodes()) ** 0.5)
+        count = graph.number_of_nodes()
+        pos = nx.spring_layout(graph, seed=7, weight="weight", k=2.4 / count ** 0.5, iterations=100)
         received = dict(graph.in_degree(weight="weight"))
-        size = lambda n: 250 + 180 * n  # noqa: E731 (the legend uses the same scale)
-        width = lambda n: 0.8 + 1.2 * n  # noqa: E731
+        top = max(received.values() or [1]) or 1
+        heaviest = max(d["weight"] for _, _, d in graph.edges(data=True))
+        # relative scales, smaller with more agents; the legend uses the same ones
+        biggest = 1400 / max(1.0, (count / 6) ** 0.5)
+        size = lambda n: 120 + biggest * n / top  # noqa: E731
+        width = lambda n: 0.8 + 4.0 * n / heaviest  # noqa: E731
         if faint.number_of_edges():
             nx.draw_networkx_edges(faint, pos, ax=ax, arrows=False, edge_color="#c8c8c8", style="dashed",
                                    width=0.8)
@@ -166,12 +171,11 @@ def interaction_figure(stats: SimStats, max_nodes: int = 40) -> Figure:
                                connectionstyle="arc3,rad=0.12",  # a→b and b→a stay apart
                                width=[width(d["weight"]) for _, _, d in graph.edges(data=True)],
                                node_size=[size(received.get(n, 0)) for n in graph.nodes])
-        nx.draw_networkx_labels(graph, pos, ax=ax, labels={n: f"@{n}" for n in graph.nodes}, font_size=TICK_SIZE)
+        nx.draw_networkx_labels(graph, pos, ax=ax, labels={n: f"@{n}" for n in graph.nodes},
+                                font_size=TICK_SIZE if count <= 15 else TICK_SIZE - 2)
         ax.margins(0.12)
         ax.set_axis_off()
-        top = max(received.values() or [1]) or 1
         sizes = sorted({1, max(1, top // 2), top})
-        heaviest = max(d["weight"] for _, _, d in graph.edges(data=True))
         widths = sorted({1, heaviest})
         handles = ([Line2D([], [], linestyle="", marker="o", markersize=(size(n) ** 0.5), color="#8fb8de",
                            label=f"{plural(n, 'interaction')} received") for n in sizes]
