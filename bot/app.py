@@ -171,10 +171,13 @@ class App:
 
     @staticmethod
     def split_command(text: str) -> tuple[str, str] | None:
-        """'/name@botname args' -> ('name', 'args'); None for a plain message."""
+        """'/name@botname args' -> ('name', 'args'); None for a plain message. A slash with no
+        name after it ('/', '/ recall x') gives ('', rest): a mistyped command, not a message."""
         text = text.strip()
-        if not text.startswith("/") or len(text) < 2:
+        if not text.startswith("/"):
             return None
+        if len(text) < 2 or text[1].isspace():
+            return "", text[1:].strip()
         head, _, rest = text[1:].partition(" ")
         return head.split("@", 1)[0].lower(), rest.strip()
 
@@ -189,6 +192,10 @@ class App:
                 await self._remember(msg)
                 return
             name, rest = parsed
+        if not name:
+            await reply.error("a command goes right after the slash, like /help (which lists them all); "
+                              "nothing was remembered")
+            return
         command = self.commands.get(name)
         if command is None:
             await reply.error(f"unknown command /{name}. Type /help for the list.")

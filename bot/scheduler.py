@@ -24,6 +24,7 @@ from apscheduler.triggers.cron import CronTrigger
 from engine.jobs import utcnow
 from engine.memory import Digest
 from engine.memory.audience import PUBLIC, Viewer
+from engine.words import plural
 
 if TYPE_CHECKING:
     from bot.app import App
@@ -264,14 +265,10 @@ def _where(topic: str) -> str:
     return f" — in {topic}" if topic else ""
 
 
-def _added(n: int) -> str:
-    return f"{n} message{'' if n == 1 else 's'}"
-
-
 # The memory digest's sections (engine.memory.digest), in the order shown, with how one entry reads.
 MEMORY_SECTIONS: list[tuple[str, str, Callable[..., str]]] = [
-    ("new_worlds", "New worlds", lambda w: f"{w.topic} ({_added(w.added)})"),
-    ("grown_worlds", "Grown worlds", lambda w: f"{w.topic} (+{_added(w.added)})"),
+    ("new_worlds", "New worlds", lambda w: f"{w.topic} ({plural(w.added, 'message')})"),
+    ("grown_worlds", "Grown worlds", lambda w: f"{w.topic} (+{plural(w.added, 'message')})"),
     ("new_beliefs", "New beliefs", lambda b: f"{b.text}{_where(b.topic)}"),
     ("superseded_beliefs", "Superseded beliefs", lambda b: f"{b.old} → {b.new}{_where(b.topic)}"),
     ("merges", "Merged worlds", lambda m: f"{m.absorbed_topic} joined {m.kept_topic or 'a near-identical world'}"),

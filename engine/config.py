@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class ConfigError(Exception):
@@ -112,7 +112,7 @@ class SimulationSection(Section):
     minutes_per_round: int = Field(60, ge=1, le=1440)
     start_hour: int = Field(8, ge=0, le=23)
     # activity multiplier per simulated hour 0..23 (dead night, morning, work, evening peak, late night)
-    activity_by_hour: list[float] = Field(
+    activity_by_hour: list[Annotated[float, Field(ge=0.0)]] = Field(
         default_factory=lambda: [0.05, 0.05, 0.05, 0.05, 0.05, 0.1, 0.4, 0.7, 0.8, 0.6, 0.6, 0.7,
                                  0.8, 0.7, 0.6, 0.6, 0.7, 0.8, 1.5, 2.0, 2.0, 1.5, 0.8, 0.3],
         min_length=24, max_length=24)
@@ -129,6 +129,17 @@ class SimulationSection(Section):
     # for a model without a price, this many tokens (0: never).
     confirm_above_usd: float = Field(1.0, ge=0.0)
     confirm_above_tokens: int = Field(2_000_000, ge=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "SimulationSection":
+        # Checked here, at start, rather than when step 2 splits the documents and fails.
+        if self.chunk_overlap >= self.chunk_chars:
+            raise ValueError(f"chunk_overlap: {self.chunk_overlap} must be smaller than chunk_chars "
+                             f"({self.chunk_chars}); lower chunk_overlap or raise chunk_chars")
+        if not any(self.activity_by_hour):
+            raise ValueError("activity_by_hour: at least one of the 24 hourly weights (hours 0-23) "
+                             "must be above 0")
+        return self
 
 
 class ReportSection(Section):
@@ -273,6 +284,9 @@ def _describe(err: ValidationError) -> str:
         key = ".".join(str(p) for p in e["loc"])
         if e["type"] == "extra_forbidden":
             lines.append(f"{key}: unknown key")
+        elif e["type"] == "value_error" and len(e["loc"]) == 1:  # a section check names its field first
+            field, _, why = str(e["ctx"]["error"]).partition(": ")
+            lines.append(f"{key}.{field}: {why}" if why else f"{key}: {field}")
         else:
             value = e.get("input")
             shown = "" if isinstance(value, dict) else f" (got {value!r})"
@@ -296,8 +310,14 @@ def load_config(path: str | Path | None = None) -> Config:
         if explicit:
             raise ConfigError(f"configuration file not found: {path}")
         return parse_config({}, "")
+    if path.is_dir():
+        raise ConfigError(f"--config {path} is a folder; give the configuration file inside it "
+                          f"(for example {path / 'config.toml'})")
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    except OSError as err:
+        raise ConfigError(f"cannot read the configuration file {path}: {err.strerror or err}; "
+                          "check that it exists and is readable") from None
     return parse_config(data, str(path.resolve()))

@@ -160,12 +160,51 @@ class Database:
         return applied
 
 
+class DatabaseUnusable(Exception):
+    """The database file cannot be opened, or (when the bot will write) cannot be written."""
+
+
+async def _prove_writable(db: Database) -> None:
+    """A write that is rolled back: a read-only file (or file system) fails here, at start,
+    rather than on the first message stored."""
+    async with db._lock:
+        await db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            await db.conn.execute("CREATE TABLE _write_probe(x)")
+        finally:
+            await db.conn.execute("ROLLBACK")
+
+
+# SQLite errors that say the file itself cannot be used (rather than a bug in a statement).
+_UNUSABLE = ("readonly", "unable to open", "disk i/o", "file is not a database", "disk is full")
+
+
+def _unusable(err: Exception) -> bool:
+    return isinstance(err, OSError) or any(m in str(err).lower() for m in _UNUSABLE)
+
+
+def _fix(err: Exception) -> str:
+    if "not a database" in str(err):
+        return "database.path must name an SQLite database of the bot, or a file that does not exist yet"
+    return "make the file and its folder writable for the bot's user, or set database.path to another file"
+
+
 async def open_database(path: str | Path, upgrade: bool = True) -> Database:
-    db = await Database.open(path)
+    """Open ``path``; with ``upgrade``, apply pending migrations and prove the file writable.
+    A file that cannot be opened or written raises DatabaseUnusable: one line naming it."""
+    try:
+        db = await Database.open(path)
+    except (sqlite3.DatabaseError, OSError) as err:
+        if not _unusable(err):
+            raise
+        raise DatabaseUnusable(f"cannot open the database {path}: {err}; {_fix(err)}") from None
     if upgrade:
         try:
-            await db.upgrade()
-        except BaseException:
+            if not await db.upgrade():  # nothing applied, so nothing written yet: prove it can be
+                await _prove_writable(db)
+        except BaseException as err:
             await db.close()
+            if isinstance(err, (sqlite3.DatabaseError, OSError)) and _unusable(err):
+                raise DatabaseUnusable(f"cannot write the database {path}: {err}; {_fix(err)}") from None
             raise
     return db

@@ -7,6 +7,7 @@ naming the file and the problem: unsupported, oversized, empty, corrupt, encrypt
 """
 from __future__ import annotations
 
+import codecs
 import re
 import zipfile
 from dataclasses import dataclass
@@ -21,7 +22,10 @@ _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # encrypted Office files and l
 
 
 class DocumentError(JobError):
-    """A document cannot be used; the message says which one and why."""
+    """A document cannot be used; the message says which one and why. Resuming reads the same
+    file again, so it cannot help."""
+
+    resumable = False
 
 
 @dataclass
@@ -49,8 +53,10 @@ def _clean(text: str) -> str:
 def check_document(path: Path, limits: DocumentsSection) -> None:
     """Cheap checks that need no parsing: exists, supported type, size, zip bomb."""
     name = path.name
+    if path.is_dir():
+        raise DocumentError(f"{path} is a folder; name the documents inside it")
     if not path.is_file():
-        raise DocumentError(f"{name}: file not found")
+        raise DocumentError(f"{path}: no such file")
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED:
         raise DocumentError(f"{name}: unsupported file type {suffix or '(none)'}; "
@@ -87,14 +93,69 @@ def _check_zip(path: Path, limits: DocumentsSection) -> None:
                                 "which looks like a zip bomb")
 
 
-def _text_file(path: Path) -> str:
-    from charset_normalizer import from_bytes
+# Byte-order marks, longest first (a UTF-32 LE mark starts like a UTF-16 LE one).
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF8, "utf-8-sig"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_WESTERN = ("cp1252", "latin_1")  # preferred among equally plausible single-byte guesses
 
-    data = path.read_bytes()
-    best = from_bytes(data).best()
-    if best is None:
-        raise DocumentError(f"{path.name}: the file is corrupt or not text (no character encoding fits)")
+
+def _utf16_without_bom(data: bytes) -> str | None:
+    """Latin-script UTF-16 has a zero byte in every other position: that half tells the order."""
+    if len(data) < 2 or len(data) % 2:
+        return None
+    half = len(data) // 2
+    for zeros, encoding in ((data[1::2].count(0), "utf-16-le"), (data[0::2].count(0), "utf-16-be")):
+        if zeros >= 0.3 * half:
+            try:
+                return data.decode(encoding)
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
+def decode_text(data: bytes) -> str | None:
+    """The text of ``data`` in its most likely character encoding, or None when none fits.
+
+    In order: a byte-order mark; strict UTF-8; UTF-16 without a mark; then charset-normalizer's
+    candidates. Among single-byte candidates it rates as equally clean, Windows-1252 (a superset
+    of Latin-1's printable characters) wins: charset-normalizer alone reads "Señor Peña" in
+    Latin-1 as cp1250 ("Seńor Peńa"), since both decode those bytes without chaos.
+    """
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            try:
+                return data.decode(encoding)
+            except UnicodeDecodeError:
+                break
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    if (text := _utf16_without_bom(data)) is not None:
+        return text
+    from charset_normalizer import from_bytes
+    from charset_normalizer.utils import is_multi_byte_encoding
+
+    matches = list(from_bytes(data))
+    if not matches:
+        return None
+    best = matches[0]
+    if not is_multi_byte_encoding(best.encoding):
+        for match in matches:
+            if (match.chaos <= best.chaos + 0.02
+                    and any(e in _WESTERN for e in (match.encoding, *match.could_be_from_charset))):
+                try:
+                    return data.decode("cp1252")
+                except UnicodeDecodeError:  # bytes cp1252 leaves undefined: Latin-1 proper
+                    return data.decode("latin-1")
     return str(best)
+
+
+def _text_file(path: Path) -> str:
+    text = decode_text(path.read_bytes())
+    if text is None:
+        raise DocumentError(f"{path.name}: the file is corrupt or not text (no character encoding fits)")
+    return text
 
 
 def _html(path: Path) -> str:

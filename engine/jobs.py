@@ -37,7 +37,10 @@ def utcnow() -> str:
 
 
 class JobError(Exception):
-    """A job failed for a reason worth showing to the user as is."""
+    """A job failed for a reason worth showing to the user as is. ``resumable = False`` marks a
+    failure that resuming would only repeat (a bad document): no resume is suggested for it."""
+
+    resumable = True
 
 
 class JobStopped(JobError):
@@ -67,6 +70,11 @@ class Job:
     @property
     def finished(self) -> bool:
         return self.state in FINAL_STATES
+
+    @property
+    def resumable(self) -> bool:
+        """Whether resuming may help: not after a failure a JobError marked not resumable."""
+        return self.state != DONE and (self.result or {}).get("resumable", True) is not False
 
     @classmethod
     def from_row(cls, row) -> "Job":
@@ -198,6 +206,7 @@ class JobRunner:
                            f"jobs resume")
         await self.owner.start()
         seen, job.state, job.error, job.finished_at, job.message = job.state, QUEUED, None, None, "resuming"
+        job.result = None
         if not await self._take_over(job, seen):
             raise JobError(f"job {job_id} was resumed by another bot process just now")
         self._start(job)
@@ -227,6 +236,8 @@ class JobRunner:
             job.state, job.message = STOPPED, str(err)
         except JobError as err:
             job.state, job.error = FAILED, str(err)
+            if not err.resumable:
+                job.result = {"resumable": False}
         except Exception as err:  # a bug or an unexpected failure: keep the job record honest
             log.exception("job %s (%s) failed", job.id, job.kind)
             job.state, job.error = FAILED, f"{type(err).__name__}: {err}"

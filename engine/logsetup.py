@@ -11,6 +11,26 @@ from engine.config import Config
 from engine.redact import RedactingFormatter, Redactor
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# Libraries whose warnings are notes about a user's file ("invalid pdf header"), not about the
+# bot: they are logged at INFO, so they never reach a console user's screen at the default level.
+FILE_NOTE_LOGGERS = ("pypdf", "docx", "bs4")
+
+
+class DemoteFileNotes(logging.Filter):
+    """Lower warnings of FILE_NOTE_LOGGERS (and their children) to INFO, and drop them when the
+    log shows less than ``level``; their errors stay as they are. (A handler filter runs after
+    the level check, so the demoted record is checked here.)"""
+
+    def __init__(self, level: int):
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR and record.name.split(".", 1)[0] in FILE_NOTE_LOGGERS:
+            record.levelno = min(record.levelno, logging.INFO)
+            record.levelname = logging.getLevelName(record.levelno)
+            return record.levelno >= self.level
+        return True
 
 
 def secret_env_names(config: Config) -> list[str]:
@@ -26,6 +46,7 @@ def secret_env_names(config: Config) -> list[str]:
 def setup_logging(config: Config) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(RedactingFormatter(LOG_FORMAT, Redactor.from_environ(extra_names=secret_env_names(config))))
+    handler.addFilter(DemoteFileNotes(logging.getLevelName(config.bot.log_level)))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(config.bot.log_level)

@@ -95,7 +95,7 @@ async def test_memory_commands(tmp_path):
         assert sum(w.evidence for w in await engine.worlds("console:test")) == 1
 
         assert "/forget confirm within 60 s" in await admin.say("/forget")
-        assert "Forgot this channel: 1 messages" in await admin.say("/forget confirm")
+        assert "Forgot this channel: 1 message," in await admin.say("/forget confirm")
         await bob.say("the bakery sells rye bread on sundays", channel="food")
         await admin.say("/forget all")
         assert "Forgot this server or chat" in await admin.say("/forget confirm")

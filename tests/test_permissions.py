@@ -256,14 +256,14 @@ async def test_channel_memory_and_digests_are_for_administrators_and_anyone_forg
     await until(both, "both messages to be remembered")
     assert sorted(await remembered()) == sorted([chat.ids[ALICE], chat.ids[BOB]])
     assert "every message of yours" in (await chat.say(BOB, "/forget me")).text
-    assert "Forgot your messages here: 1 messages" in (await chat.say(BOB, "/forget confirm")).text
+    assert "Forgot your messages here: 1 message," in (await chat.say(BOB, "/forget confirm")).text
     assert await remembered() == [chat.ids[ALICE]]
 
     assert "no longer remember" in (await chat.say(ROOT, "/memory off")).text
     assert await app.get_setting(chat.scope, chat.channel, "memory") == "off"
     assert "Digest on" in (await chat.say(ROOT, "/digest on 07:00 UTC")).text
     assert "this channel's memory" in (await chat.say(ROOT, "/forget")).text
-    assert "Forgot this channel: 1 messages" in (await chat.say(ROOT, "/forget confirm")).text
+    assert "Forgot this channel: 1 message," in (await chat.say(ROOT, "/forget confirm")).text
     assert await remembered() == []
 
 

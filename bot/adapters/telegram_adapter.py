@@ -198,7 +198,7 @@ class TelegramAdapter(Adapter):
         reply = self.reply_for(message.chat.id, thread)
         parsed = self.app.split_command(text)
         if parsed is not None:
-            head = text.strip()[1:].split(maxsplit=1)[0]
+            head = (text.strip()[1:].split(maxsplit=1) or [""])[0]  # "" for a lone "/"
             addressed = "@" in head
             if addressed and head.split("@", 1)[1].lower() != self.username.lower():
                 return  # addressed to another bot in this group

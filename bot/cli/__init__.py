@@ -1,5 +1,7 @@
 """`python -m bot [--config PATH] <command>`: run the bot, manage the database, and more.
 
+``--config`` may also follow the command (or a sub-command such as `db current`).
+
 Each module in COMMANDS adds its sub-command with ``register(subparsers)`` and sets
 ``func``: an async function ``(args, config) -> int`` (the exit status).
 """
@@ -11,7 +13,9 @@ import importlib
 import sys
 
 from engine.config import ConfigError, load_config
-from engine.db import SchemaTooNew
+from engine.datadir import check_storage
+from engine.db import DatabaseUnusable, SchemaTooNew
+from engine.embedder import check_model
 from engine.logsetup import setup_logging
 
 COMMANDS = [
@@ -23,15 +27,30 @@ COMMANDS = [
 ]
 
 
+CONFIG_HELP = "configuration file (default: ./config.toml)"
+
+
+def _accept_global_options(parser: argparse.ArgumentParser) -> None:
+    """Let every sub-command (and theirs) take ``--config`` too, so it may follow the command:
+    `python -m bot run --config x.toml` works like `python -m bot --config x.toml run`."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                # SUPPRESS: a sub-command that was not given --config leaves the global value alone
+                child.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help=CONFIG_HELP)
+                _accept_global_options(child)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m bot",
         description="A chat bot that remembers conversations in topic worlds and simulates how events unfold.")
-    parser.add_argument("--config", metavar="PATH", help="configuration file (default: ./config.toml)")
+    parser.add_argument("--config", metavar="PATH", help=CONFIG_HELP)
     sub = parser.add_subparsers(dest="command", metavar="<command>")
     for name in COMMANDS:
         importlib.import_module(name).register(sub)
     parser.subcommands = sub.choices  # name -> its parser, whose usage lists its options
+    _accept_global_options(parser)
     return parser
 
 
@@ -44,13 +63,15 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "run"])
     try:
         config = load_config(args.config)
+        check_storage(config)
+        check_model(config.embedder.model)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     setup_logging(config)
     try:
         return asyncio.run(args.func(args, config)) or 0
-    except (ConfigError, SchemaTooNew) as err:
+    except (ConfigError, SchemaTooNew, DatabaseUnusable) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -18,6 +18,7 @@ from engine.memory import MemoryEngine
 from engine.memory.audience import Viewer
 from engine.memory.importers import FORMATS, ImportFileError, load_history
 from engine.offload import run_cpu
+from engine.words import plural
 
 IMPORT_HELP = """Replay a chat export into memory, oldest message first, with batched embeddings.
 Formats: JSONL (one {"id", "channel", "author", "ts" ISO-8601, "text"} object per line), a
@@ -84,8 +85,8 @@ async def import_(args, config) -> int:
         await _close(db, engine)
     born = sum(r.action == "birth" for r in results)
     skipped = len(messages) - len(results)
-    print(f"imported {len(results)} messages from {path} ({fmt}) into scope {scope}: "
-          f"{born} worlds born, {len(infos)} worlds in the scope"
+    print(f"imported {plural(len(results), 'message')} from {path} ({fmt}) into scope {scope}: "
+          f"{plural(born, 'world')} born, {plural(len(infos), 'world')} in the scope"
           + (f"; {skipped} already stored, skipped" if skipped else ""))
     return 0
 
@@ -125,7 +126,7 @@ async def worlds(args, config) -> int:
         shown = ", ".join(ids[:12]) + (f", … (+{len(ids) - 12})" if len(ids) > 12 else "")
         audience = f" [audience {w['audience']}]" if w["audience"] else ""
         print(f"  {w['id']}{audience}  {w['topic'] or '(unnamed)'} — maturity {w['maturity']:.2f}, "
-              f"accessed {w['access_count']}, {w['beliefs']} beliefs, {w['evidence']} messages: {shown}")
+              f"accessed {w['access_count']}, {plural(w['beliefs'], 'belief')}, {plural(w['evidence'], 'message')}: {shown}")
     return 0
 
 
@@ -136,6 +137,6 @@ async def merge(args, config) -> int:
     finally:
         await _close(db, engine)
     where = f"scope {args.scope}" if args.scope else "every scope"
-    print(f"{where}: merged {totals['merged']} pairs of worlds, removed {totals['removed']} empty ones, "
-          f"decayed {totals['decayed']} beliefs, renamed {totals['renamed']} worlds")
+    print(f"{where}: merged {plural(totals['merged'], 'pair')} of worlds, removed {totals['removed']} empty ones, "
+          f"decayed {plural(totals['decayed'], 'belief')}, renamed {plural(totals['renamed'], 'world')}")
     return 0

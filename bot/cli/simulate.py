@@ -15,6 +15,7 @@ from engine.documents import DocumentError, check_document, read_documents
 from engine.jobs import JobError
 from engine.sim import pipeline, sizing
 from engine.sim.estimate import estimate
+from engine.words import plural
 
 FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.simrun",
             "bot.features.report"]
@@ -111,13 +112,14 @@ async def simulate(args, config) -> int:
         bars.close()
         if job.state != "done":
             print(f"simulation {sim_id} {job.state}: {job.error or job.message}", file=sys.stderr)
-            print(f"continue it with: python -m bot simulate --resume {sim_id}", file=sys.stderr)
+            if job.resumable:
+                print(f"continue it with: python -m bot simulate --resume {sim_id}", file=sys.stderr)
             return 1
         result = job.result or {}
         priced = config.llm.prices.get(config.llm.model) is not None
         cost = f"≈ ${result.get('cost_usd', 0):.4f}" if priced else "cost unknown (no price for the model)"
-        print(f"simulation {sim_id}: {result.get('llm_calls', 0)} LLM calls, {result.get('tokens', 0):,} tokens, "
-              f"{cost}")
+        print(f"simulation {sim_id}: {plural(result.get('llm_calls', 0), 'LLM call')}, "
+              f"{plural(result.get('tokens', 0), 'token')}, {cost}")
         for name, summary in result.get("steps", {}).items():
             shown = ", ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, (list, dict)))
             print(f"  {name}: {shown}")

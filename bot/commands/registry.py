@@ -119,6 +119,17 @@ def _convert(arg: Arg, value: str) -> Any:
 _OPTION = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*")
 
 
+def _path_problem(token: str) -> str | None:
+    """Why ``token``, given where a file path belongs (the console), names no file; None when it
+    does not look like a path at all (then the file was simply left out)."""
+    path = Path(token).expanduser()
+    if path.is_dir():
+        return f"{token} is a folder; name the files inside it"
+    if path.suffix or "/" in token or token.startswith("~"):
+        return f"{token}: no such file (a relative path starts from {Path.cwd()})"
+    return None
+
+
 def parse_text_args(command: Command, text: str, attachments: list[Attachment],
                     files_from_text: bool = False, attach_hint: str = "") -> dict[str, Any]:
     """Parse '/name args…' text. ``files_from_text``: leading tokens naming files are attachments
@@ -156,6 +167,8 @@ def parse_text_args(command: Command, text: str, attachments: list[Attachment],
                     found.append(Attachment(p.name, p, p.stat().st_size))
                     if not arg.multiple:
                         break
+                if not found and arg.required and rest and (problem := _path_problem(rest[0])):
+                    raise UsageError(f"{problem}. Usage: {command.usage()}")
             if found:
                 values[arg.name] = found if arg.multiple else found[0]
         elif arg.type == "text":

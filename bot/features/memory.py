@@ -17,9 +17,11 @@ from bot.permissions import ADMIN, EVERYONE, ByAction
 from engine.embedder import Embedder
 from engine.llm.errors import LLMError
 from engine.memory import MemoryEngine, MemoryMessage, RecallResult, WorldInfo
+from engine.memory.engine import WORLD_NAME_MAX
 from engine.memory.audience import Viewer
 from engine.memory.ingest_queue import IngestQueue
 from engine.memory.models import Belief, Evidence
+from engine.words import plural
 
 CONFIRM_WINDOW_S = 60.0
 ME, EVERYWHERE = "me", None  # what a pending /forget deletes besides one channel
@@ -34,7 +36,7 @@ def ago(ts: datetime) -> str:
 
 
 def world_sizes(w: WorldInfo) -> str:
-    return f"maturity {w.maturity:.2f} · {w.evidence} messages · {w.beliefs} beliefs"
+    return f"maturity {w.maturity:.2f} · {plural(w.evidence, 'message')} · {plural(w.beliefs, 'belief')}"
 
 
 def belief_line(b: Belief) -> str:
@@ -81,6 +83,7 @@ def setup(app) -> None:
 
     async def start() -> None:
         engine.llm = app.services.get("llm")
+        await embedder.load_now_unless_packaged()  # a model of the user's own: fail at start, not per message
         embedder.warm()  # load the model in the background; /help does not wait
         await engine.start()
         queue.start()
@@ -110,7 +113,7 @@ def setup(app) -> None:
         if not found:
             await ctx.reply.send("No worlds yet: nothing remembered in this server or chat.")
             return
-        lines = [f"{len(found)} worlds, most recently active first:"]
+        lines = [f"{plural(len(found), 'world')}, most recently active first:"]
         for w in found[:30]:
             lines.append(f"`{w.id}` {w.topic} — {world_sizes(w)} · active {ago(w.last_active)}")
         if len(found) > 30:
@@ -120,9 +123,13 @@ def setup(app) -> None:
     @reg.command("world", "One world's beliefs, newest first (superseded ones marked ✗)",
                  [Arg("name", "world id or topic words", type="text")], group="memory")
     async def world(ctx: CommandContext) -> None:
-        found = await engine.world(viewer(ctx), ctx.args["name"])
+        name = ctx.args["name"]
+        if len(name.strip()) > WORLD_NAME_MAX:
+            raise UsageError(f"a world name or id has at most {WORLD_NAME_MAX} characters (this one has "
+                             f"{len(name.strip()):,}). /worlds lists them.")
+        found = await engine.world(viewer(ctx), name)
         if found is None:
-            raise UsageError(f"no world matches {ctx.args['name']!r}. /worlds lists them.")
+            raise UsageError(f"no world matches {name!r}. /worlds lists them.")
         w, beliefs = found
         lines = [f"World `{w.id}` “{w.topic}” — {world_sizes(w)} · born {w.created_at:%Y-%m-%d} · "
                  f"active {ago(w.last_active)}"]
@@ -173,8 +180,8 @@ def setup(app) -> None:
             else:
                 counts = await engine.forget(ctx.scope, target)
                 where = "this channel" if target else "this server or chat"
-            await ctx.reply.send(f"Forgot {where}: {counts['messages']} messages, {counts['beliefs']} beliefs, "
-                                 f"{counts['worlds']} worlds removed.")
+            await ctx.reply.send(f"Forgot {where}: {plural(counts['messages'], 'message')}, "
+                                 f"{plural(counts['beliefs'], 'belief')}, {plural(counts['worlds'], 'world')} removed.")
             return
         if what == "me" and not msg.author_id:
             raise UsageError("this message has no author the bot can tell apart: nothing of yours to forget.")

@@ -11,6 +11,7 @@ from pathlib import Path
 from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.neutral import Reply
 from engine.jobs import DONE, JobError
+from engine.sim import pipeline
 from engine.sim.report.agent import report_dir
 from engine.sim.report.charts import TITLES
 from engine.sim.report import step as report_step
@@ -23,6 +24,23 @@ async def post_report(reply: Reply, sim_id: str, folder: Path) -> None:
     for chart in sorted((out / "charts").glob("*.png")):
         await reply.upload(chart, caption=TITLES.get(chart.stem, chart.stem), image=True)
     await reply.upload(out / "report.md", caption=f"Full report of simulation {sim_id}")
+
+
+async def no_report_reason(app, sim_id: str) -> str | None:
+    """Why simulation ``sim_id`` can have no report (its run never finished), or None.
+
+    Said at once instead of starting a report job that would fail the same way."""
+    if "run" not in [name for name, _ in pipeline.STEPS]:
+        return None
+    if "run" in await pipeline.completed_steps(app.db, sim_id):
+        return None
+    job_id = await app.db.fetchval("SELECT job_id FROM simulations WHERE id=?", (sim_id,))
+    job = await app.jobs.get(job_id) if job_id else None
+    if job is None:
+        return f"Simulation `{sim_id}` has no report: its run never took place."
+    how = f"failed: {job.error}" if job.state == "failed" else f"was {job.state}"
+    hint = f" /resume {job.id} continues it." if job.resumable else ""
+    return f"Simulation `{sim_id}` has no report: its run did not finish (job `{job.id}` {how}).{hint}"
 
 
 def setup(app) -> None:
@@ -78,6 +96,9 @@ def setup(app) -> None:
         if pipeline_job:   # its last step writes the report, which is then posted in its channel
             await ctx.reply.send(f"Simulation `{sim_id}` is still under way (job `{pipeline_job}`); "
                                  "its report is written at the end and posted in its channel.")
+            return
+        if (why := await no_report_reason(app, sim_id)) is not None:
+            await ctx.reply.send(why)
             return
         running = await app.db.fetchval(
             "SELECT id FROM jobs WHERE kind='report' AND state IN ('queued','running')"

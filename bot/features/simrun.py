@@ -19,6 +19,7 @@ from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.report.sources import PERSONA_LABEL, PersonaInterviewer, load_roster
 from engine.sim.run import step
 from engine.sim.run.service import Answer, RunUnreachable, SimRuns
+from engine.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def setup(app) -> None:
         agent_ids = resolve_agents(cfg, ctx.args["agent"])
         platform = ctx.args.get("platform") or "both"
         platforms = None if platform == "both" else [platform]
-        who = "all agents" if agent_ids is None else f"{len(agent_ids)} agent(s)"
+        who = "all agents" if agent_ids is None else plural(len(agent_ids), "agent")
         await ctx.reply.send(f"Asking {who} of simulation `{row['id']}`… (a finished run is reopened first)")
         try:
             answers = await service.interview(row["id"], agent_ids, ctx.args["question"], platforms,

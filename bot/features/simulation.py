@@ -19,6 +19,7 @@ from engine.sim import pipeline, sizing
 from engine.sim.estimate import estimate
 from engine.sim.graphstore import GraphStore
 from engine.embedder import Embedder
+from engine.words import plural
 
 
 def _embedder(app) -> Embedder:
@@ -54,7 +55,7 @@ def setup(app) -> None:
             raise JobError("no LLM is configured: set [llm] base_url in config.toml")
         handler = pipeline.job_handler(app.db, app.config, llm, _embedder(app), app.services["sim_graph"])
         result = await handler(job)
-        await job.progress(1.0, f"{result['llm_calls']:,} LLM calls, {result['tokens']:,} tokens used"
+        await job.progress(1.0, f"{plural(result['llm_calls'], 'LLM call')}, {plural(result['tokens'], 'token')} used"
                            + (f", ≈ ${result['cost_usd']:.2f}" if result["cost_usd"] else ""))
         return result
 
@@ -95,8 +96,9 @@ def setup(app) -> None:
                                         channel=ctx.message.channel, title=f"simulation {sim_id}",
                                         started_by=ctx.message.author_id)
             await app.db.execute("UPDATE simulations SET job_id=? WHERE id=?", (job.id, sim_id))
-            await ctx.reply.send(f"Simulation `{sim_id}` started (job `{job.id}`) with {len(spec.documents)} "
-                                 f"document(s), {agents} agents at most, {rounds} rounds; estimated "
+            await ctx.reply.send(f"Simulation `{sim_id}` started (job `{job.id}`) with "
+                                 f"{plural(len(spec.documents), 'document')}, {plural(agents, 'agent')} at most, "
+                                 f"{plural(rounds, 'round')}; estimated "
                                  f"{cost.describe()}. /sim status {sim_id} shows its steps.{clamps}")
 
         if _needs_confirmation(app.config, cost):
@@ -177,12 +179,12 @@ async def status_text(app, row) -> str:
             continue
         facts = ", ".join(f"{k} {v}" for k, v in info["summary"].items()
                           if isinstance(v, (int, float, str)) and not isinstance(v, bool))
-        lines.append(f"{number}. {name}: done · {info['llm_calls']} LLM calls, {info['tokens']:,} tokens"
+        lines.append(f"{number}. {name}: done · {plural(info['llm_calls'], 'LLM call')}, {plural(info['tokens'], 'token')}"
                      + (f" · {facts}" if facts else ""))
     if "sim_runs" in app.services:
         from bot.features import simrun
         if (line := await simrun.run_status_line(app, row["id"])) is not None:
             lines.append(line)
-    if job is not None and job.state in ("interrupted", "failed", "cancelled", "stopped"):
+    if job is not None and job.state in ("interrupted", "failed", "cancelled", "stopped") and job.resumable:
         lines.append(f"/resume {job.id} continues from the first unfinished step.")
     return "\n".join(lines)

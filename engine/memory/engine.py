@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 
 INGEST_CHUNK = 256
 
+# /world looks a world up by id or topic words with LIKE; longer input names no world and, at
+# tens of thousands of characters, makes SQLite refuse the pattern ("LIKE or GLOB pattern too complex").
+WORLD_NAME_MAX = 200
+
 
 class MemoryEngine:
     def __init__(self, db: Database, embedder: Embedder, config: MemorySection, llm: Any = None):
@@ -265,11 +269,11 @@ class MemoryEngine:
 
     async def world(self, viewer: Viewer | str, name_or_id: str) -> tuple[WorldInfo, list[Belief]] | None:
         """A world the viewer sees, by id, id prefix or topic words, with all its beliefs (superseded ones
-        too), newest first."""
+        too), newest first. A name longer than WORLD_NAME_MAX characters matches nothing."""
         viewer = Viewer.of(viewer)
         sees, seen = viewer.where("audience")
         wanted = name_or_id.strip().lower()
-        if not wanted:
+        if not wanted or len(wanted) > WORLD_NAME_MAX:  # no topic is that long; SQLite's LIKE gives up
             return None
         like = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         found = None

@@ -33,6 +33,7 @@ from engine.sim.envmodels import (CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES
                                   InitialPost, PlatformConfig, ScheduledEvent, SimulationConfig, TimeConfig)
 from engine.sim.graphstore import EntityRecord, normalise_name
 from engine.sim.ontology import Ontology, is_organization
+from engine.words import plural
 
 if TYPE_CHECKING:
     from engine.sim.pipeline import SimContext
@@ -172,7 +173,7 @@ async def step(ctx: "SimContext") -> dict:
     rng = random.Random(seed)
     time = time_config(cfg, sizes.rounds)
     hours = active_hours(time.activity_by_hour)
-    await ctx.progress(0.05, f"{len(chosen)} agents chosen from {len(entities)} entities")
+    await ctx.progress(0.05, f"{plural(len(chosen), 'agent')} chosen from {plural(len(entities), 'entity', 'entities')}")
     people = await persona_gen.generate(ctx, chosen, hours, rng)
     ctx.path("personas.json").write_text(persona_gen.as_json(people), encoding="utf-8")
 

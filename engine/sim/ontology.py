@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from engine.documents import Document, read_documents
 from engine.llm import InvalidAnswer
+from engine.words import plural
 
 if TYPE_CHECKING:
     from engine.sim.pipeline import SimContext
@@ -205,7 +206,7 @@ async def step(ctx: "SimContext") -> dict:
     ctx.path("documents.json").write_text(
         json.dumps([{"name": d.name, "pages": d.pages, "text": d.text} for d in docs], ensure_ascii=False),
         encoding="utf-8")
-    await ctx.progress(0.2, f"read {len(docs)} document(s), {sum(d.chars for d in docs):,} characters")
+    await ctx.progress(0.2, f"read {plural(len(docs), 'document')}, {plural(sum(d.chars for d in docs), 'character')}")
     try:
         draft = await ctx.llm.structured(
             Ontology, messages(docs, ctx.spec.requirement, ctx.config.simulation.ontology_input_chars),

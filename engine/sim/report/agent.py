@@ -32,6 +32,7 @@ from engine.sim.report.charts import TITLES, draw_charts
 from engine.sim.report.sources import GraphSearch, Interviewer, load_roster
 from engine.sim.report.stats import SimStats, compute_stats
 from engine.sim.report.tools import ReportTools, tool_schemas
+from engine.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +105,8 @@ class ReportAgent:
 
     def _context(self) -> str:
         s = self.tools.stats
-        return (f"Requirement: {self.requirement}\nThe run: {len(s.agents)} agents on {', '.join(s.platforms)}, "
-                f"{s.rounds_done} rounds, {s.total_actions} actions.")
+        return (f"Requirement: {self.requirement}\nThe run: {plural(len(s.agents), 'agent')} on {', '.join(s.platforms)}, "
+                f"{plural(s.rounds_done, 'round')}, {plural(s.total_actions, 'action')}.")
 
     async def plan(self) -> Outline:
         path = self.dir / "outline.json"

@@ -20,6 +20,8 @@ PLATFORMS = ("twitter", "reddit")
 ACTIONS_LOG = "actions.jsonl"
 # oasis bookkeeping rather than choices of an agent: every agent "refreshes" before it acts.
 NOT_ACTIONS = {"sign_up", "refresh", "update_rec_table", "interview", "exit"}
+# A follow the run step seeded before round 1 (it is in the follow table but in no logged action).
+SEEDED_FOLLOW = "seeded_follow"
 
 
 def platform_db(sim_dir: Path, platform: str) -> Path:
@@ -71,8 +73,13 @@ class Interaction:
     source: str
     target_id: int
     target: str
-    kind: str                  # like, dislike, comment, repost, quote, follow
+    kind: str                  # like, dislike, comment, repost, quote, follow, seeded_follow
     count: int
+
+    @property
+    def during_run(self) -> bool:
+        """Made by an agent during the run, not the follow graph seeded at set-up."""
+        return self.kind != SEEDED_FOLLOW
 
 
 @dataclass
@@ -82,7 +89,7 @@ class SimStats:
     mix: dict[str, dict[str, int]]         # platform -> action -> count
     posts: list[PostStat]                  # most engaged first
     agents: list[AgentStat]                # most active + engaged first
-    interactions: list[Interaction]        # heaviest first
+    interactions: list[Interaction]        # heaviest first; seeded follows included (see during_run)
     round_source: dict[str, str]           # platform -> 'log' | 'trace' | 'none'
 
     @property
@@ -114,7 +121,8 @@ class SimStats:
                             "engagement_received": a.engagement, "by_platform": a.by_platform,
                             "cite": a.cite()} for a in self.agents[:top]],
             "interactions": [{"from": f"@{e.source}", "to": f"@{e.target}", "kind": e.kind,
-                              "platform": e.platform, "count": e.count} for e in self.interactions[:top * 3]],
+                              "platform": e.platform, "count": e.count}
+                             for e in [e for e in self.interactions if e.during_run][:top * 3]],
         }
 
 
@@ -166,7 +174,10 @@ def _platform_stats(sim_dir: Path, platform: str):
         acted: Counter = Counter()   # agent_id -> actions
         source = "none"
         post_round: dict[int, int] = {}
-        log_rows, rounds_done = read_log(Path(sim_dir) / platform / ACTIONS_LOG)
+        log_path = Path(sim_dir) / platform / ACTIONS_LOG
+        # follow ids agents made during the run: the log knows (None: no log, no way to tell)
+        run_follows: set[int] | None = set() if log_path.exists() else None
+        log_rows, rounds_done = read_log(log_path)
         if log_rows:
             source = "log"
             for row in log_rows:
@@ -175,6 +186,8 @@ def _platform_stats(sim_dir: Path, platform: str):
                 info = row.get("info")
                 if isinstance(info, dict) and isinstance(info.get("post_id"), int):
                     post_round[info["post_id"]] = row["round"]
+                if row["action"] == "follow" and isinstance(info, dict) and isinstance(info.get("follow_id"), int):
+                    run_follows.add(info["follow_id"])
                 rounds[row["round"]] += 1
                 mix[row["action"]] += 1
                 if row.get("agent_id") is not None:
@@ -221,8 +234,10 @@ def _platform_stats(sim_dir: Path, platform: str):
         for sharer, original, kind in shares:
             if original in authors:
                 edges[(who(sharer)[0], authors[original], kind)] += 1
-        for r in conn.execute("SELECT follower_id, followee_id FROM follow"):
-            edges[(who(r["follower_id"])[0], who(r["followee_id"])[0], "follow")] += 1
+        for r in conn.execute("SELECT follow_id, follower_id, followee_id FROM follow"):
+            # without a log, a seeded follow cannot be told from one made in the run
+            seeded = run_follows is not None and r["follow_id"] not in run_follows
+            edges[(who(r["follower_id"])[0], who(r["followee_id"])[0], SEEDED_FOLLOW if seeded else "follow")] += 1
         agent_names = {aid: name for aid, name in names.values()}
         for rnd in range(rounds_done):   # quiet rounds count as rounds with no actions
             rounds.setdefault(rnd, 0)

@@ -23,6 +23,7 @@ from engine.offload import run_cpu
 from engine.sim.report.sources import (AgentProfile, Fact, GraphSearch, Interviewer, keyword_score,
                                        terms)
 from engine.sim.report.stats import SimStats
+from engine.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -288,8 +289,8 @@ class ReportTools:
         for p in view["top_posts"]:
             self._cite_post(p["cite"], p["author"], p["content"])
         for a in view["top_agents"]:
-            self.sources.setdefault(a["cite"], f"@{a['name']}: {a['actions']} actions, "
-                                               f"{a['engagement_received']} engagements received")
+            self.sources.setdefault(a["cite"], f"@{a['name']}: {plural(a['actions'], 'action')}, "
+                                               f"{plural(a['engagement_received'], 'engagement')} received")
         keys = {"overview": ["platforms", "total_actions", "actions_by_round", "action_mix", "top_posts",
                              "top_agents"],
                 "rounds": ["platforms", "total_actions", "actions_by_round"],

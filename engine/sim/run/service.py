@@ -33,6 +33,7 @@ from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.run.accounting import RunUsage
 from engine.sim.run.executor import Executor, RunGone, RunHandle, RunTimeout, end_stray_child
 from engine.sim.run.protocol import PLATFORMS, SPEC_FILE, RunSpec, platform_db
+from engine.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,7 @@ class RunState:
 
     def describe(self) -> str:
         rounds = ", ".join(f"{p} {k}/{self.rounds_total}" for p, k in self.rounds_done.items()) or "not started"
-        text = f"{self.status}: rounds {rounds}; {sum(self.actions.values())} actions"
+        text = f"{self.status}: rounds {rounds}; {plural(sum(self.actions.values()), 'action')}"
         if self.restart_reason:
             text += f"; {self.restart_reason}"
         if self.error:
@@ -382,7 +383,7 @@ class SimRuns:
 
     def _progress_text(self, s: _Follow) -> str:
         rounds = ", ".join(f"{p} round {k}/{s.rounds_total}" for p, k in sorted(s.rounds_done.items()))
-        text = f"{rounds or 'starting'} · {sum(s.actions.values())} actions"
+        text = f"{rounds or 'starting'} · {plural(sum(s.actions.values()), 'action')}"
         if s.posts:
             p = s.posts[0]
             text += f"\nlatest on {p['platform']}: {p['name']}: {p['content'][:120]}"

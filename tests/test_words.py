@@ -1,0 +1,47 @@
+"""Words a user reads: counts agree with their nouns, a lone "/" is a hint rather than a
+remembered message (the console through a pipe, as a user types)."""
+from __future__ import annotations
+
+import subprocess
+
+from engine.words import plural
+from tests.bot_process import stored
+from tests.conftest import bot_command, bot_env
+
+
+def test_plural_agrees_with_the_number():
+    assert plural(1, "message") == "1 message"
+    assert plural(0, "round") == "0 rounds"
+    assert plural(2, "entity", "entities") == "2 entities"
+    assert plural(12_500, "token") == "12,500 tokens"
+    assert plural(1.0, "hour") == "1 hour" and plural(1.5, "hour") == "1.5 hours"
+
+
+def test_lone_slash_is_a_hint_and_counts_read_right_at_the_console(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[bot]\ndata_dir = "data"\n')
+    lines = "/\n/ recall\nI am training for the Berlin marathon next spring\n/worlds\n"
+    out = subprocess.run(bot_command("--config", str(cfg)), input=lines, capture_output=True, text=True,
+                         timeout=180, cwd=tmp_path, env=bot_env())
+    assert out.returncode == 0, out.stderr
+    hint = "a command goes right after the slash, like /help (which lists them all); nothing was remembered"
+    assert out.stdout.count(hint) == 2, out.stdout
+    assert [row[3] for row in stored(tmp_path / "data" / "bot.sqlite3")] == [
+        "I am training for the Berlin marathon next spring"]
+    assert "1 world, most recently active first:" in out.stdout
+    assert "· 1 message · 0 beliefs" in out.stdout
+    assert "1 worlds" not in out.stdout and "1 messages" not in out.stdout
+
+
+def test_a_huge_search_is_refused_in_one_line(tmp_path):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[bot]\ndata_dir = "data"\n')
+    huge = "marathon " * 6000   # 54,000 characters: SQLite's LIKE refused it with a traceback
+    lines = f"I am training for the Berlin marathon\n/world {huge}\n/recall {huge}\n/world marathon\n"
+    out = subprocess.run(bot_command("--config", str(cfg)), input=lines, capture_output=True, text=True,
+                         timeout=180, cwd=tmp_path, env=bot_env())
+    assert out.returncode == 0, out.stderr
+    assert "a world name or id has at most 200 characters (this one has 53,999)" in out.stdout
+    assert "Traceback" not in out.stdout + out.stderr and "OperationalError" not in out.stdout + out.stderr
+    assert "failed" not in out.stdout
+    assert "No beliefs extracted yet." in out.stdout   # /world with a short name still finds the world
