@@ -29,12 +29,13 @@ from engine.embedder import Embedder
 from engine.llm.errors import InvalidAnswer
 from engine.memory import audience as audience_store
 from engine.memory import beliefs as belief_store
-from engine.memory import lifecycle, recall as recall_mod, router, topics
+from engine.memory import lifecycle, recall as recall_mod, retrieval, router, topics
 from engine.memory.audience import PUBLIC, Viewer
-from engine.memory.beliefs import BELIEF_COLUMNS, NewBelief, belief_from_row
+from engine.memory.beliefs import NewBelief
 from engine.memory.extraction import Extraction, ExtractionScheduler, prompt as extraction_prompt
 from engine.memory.index import CentroidIndex
-from engine.memory.models import (AskResult, Belief, MemoryMessage, RecallResult, RouteResult, WorldInfo,
+from engine.memory.message_index import MessageIndex
+from engine.memory.models import (AskResult, Belief, Evidence, MemoryMessage, RecallResult, RouteResult, WorldInfo,
                                   WorldState, from_blob, iso, maturity, new_world_id, parse_ts, to_blob,
                                   utcnow)
 from engine.offload import run_cpu
@@ -78,6 +79,8 @@ def _aware(ts: datetime) -> datetime:
 
 
 class MemoryEngine:
+    max_query_chars = retrieval.MAX_QUERY_CHARS   # longer search input is refused by the commands, cut here
+
     def __init__(self, db: Database, embedder: Embedder, config: MemorySection, llm: Any = None):
         self.db = db
         self.embedder = embedder
@@ -88,6 +91,7 @@ class MemoryEngine:
         self._channels: dict[tuple[str, str], ChannelState] = {}
         self._topic_dirty: dict[str, set[str]] = {}
         self._topic_tasks: dict[str, asyncio.Task] = {}
+        self.messages = MessageIndex(config.recall_exact_max)   # message vectors recall searches
         self.extraction = ExtractionScheduler(self._extract_channel, config.extract_every_n,
                                               config.extract_every_s)
 
@@ -467,6 +471,7 @@ class MemoryEngine:
         except BaseException:
             self._forget_state(scope)  # the database is the truth: reload it on next use
             raise
+        self.messages.invalidate(scope)  # its messages changed audience
         for wid, found in recentred.items():
             if found is not None and wid in state.worlds:
                 state.index_of(wid).upsert(wid, found[0])
@@ -482,90 +487,51 @@ class MemoryEngine:
 
     async def route_query(self, viewer: Viewer | str, text: str) -> tuple[WorldInfo | None, float]:
         """The world a question is about (the nearest centroid the viewer sees) and its similarity."""
-        vec = (await self.embedder.embed([text]))[0]
+        vec = (await self.embedder.embed([retrieval.cap(text)]))[0]
         return await self._nearest(Viewer.of(viewer), vec)
 
     async def _nearest(self, viewer: Viewer, vec: np.ndarray) -> tuple[WorldInfo | None, float]:
         state = await self._scope(viewer.scope)
-        found = max((hit for audience, index in state.indexes.items() if viewer.sees(audience)
-                     for hit in index.search(vec, 1)), key=lambda hit: hit[1], default=None)
-        if found is None:
+        near = await retrieval.nearest_worlds(state.indexes, viewer, vec, 1)
+        if not near:
             return None, 0.0
-        infos = await self._infos(viewer, [found[0]])
-        return (infos[0] if infos else None), found[1]
+        infos = await retrieval.world_infos(self.db, viewer, [near[0][0]])
+        return (infos[0] if infos else None), near[0][1]
 
     async def recall(self, viewer: Viewer | str, query: str, k: int | None = None) -> RecallResult:
-        """The world the query belongs to among those the viewer sees, its top beliefs and messages.
-        A bare scope is its public viewer (engine.memory.audience)."""
-        k = k or self.cfg.recall_k
-        vec = (await self.embedder.embed([query]))[0]
-        world, sim = await self._nearest(Viewer.of(viewer), vec)
-        if world is None:
-            return RecallResult(None, 0.0, [], [])
-        found_beliefs = await recall_mod.rank_beliefs(self.db, world.id, vec, query, k)
-        evidence = await recall_mod.rank_evidence(self.db, world.id, vec, query, k)
-        return RecallResult(world, sim, found_beliefs, evidence)
+        """The best messages (neighbour turns counted in ``k``) and beliefs of every world the viewer
+        sees, each with its world (engine.memory.retrieval). A bare scope is its public viewer."""
+        viewer = Viewer.of(viewer)
+        state = await self._scope(viewer.scope)
+        return await retrieval.recall(self.db, self.embedder, self.messages, state.indexes, viewer, query,
+                                      k or self.cfg.recall_k, retrieval.Tuning.of(self.cfg))
 
     async def ask(self, viewer: Viewer | str, question: str) -> AskResult:
-        """An answer grounded in the one world the question routes to; answer is None without an LLM."""
+        """An answer grounded in what recall finds across worlds; answer is None without an LLM, and
+        no LLM call is made when memory holds nothing about the question."""
         viewer = Viewer.of(viewer)
         result = await self.recall(viewer, question, self.cfg.recall_k * 2)
-        if self.llm is None or result.world is None:
+        if self.llm is None or not result.found:
             return AskResult(None, result)
         answer = await self.llm.chat(recall_mod.ask_prompt(question, result), job="memory.ask", scope=viewer.scope)
         return AskResult(answer.strip(), result)
 
-    async def _infos(self, viewer: Viewer, world_ids: list[str] | None = None) -> list[WorldInfo]:
-        sees, params = viewer.where("w.audience")
-        where, params = f"w.scope=? AND {sees}", [viewer.scope, *params]
-        if world_ids is not None:
-            if not world_ids:
-                return []
-            where += f" AND w.id IN ({','.join('?' * len(world_ids))})"
-            params += world_ids
-        rows = await self.db.fetchall(
-            "SELECT w.id, w.scope, w.audience, w.topic, w.access_count, w.created_at, w.last_active, "
-            "(SELECT count(*) FROM memory_messages m WHERE m.world_id=w.id) AS evidence, "
-            "(SELECT count(*) FROM beliefs b WHERE b.world_id=w.id AND b.invalid_at IS NULL) AS beliefs, "
-            "(SELECT avg(confidence) FROM beliefs b WHERE b.world_id=w.id AND b.invalid_at IS NULL) AS conf "
-            f"FROM worlds w WHERE {where} ORDER BY w.last_active DESC", params)
-        return [WorldInfo(r["id"], r["scope"], r["topic"], maturity(r["conf"] or 0.0, r["beliefs"]),
-                          r["access_count"], r["beliefs"], r["evidence"], parse_ts(r["created_at"]),
-                          parse_ts(r["last_active"]), r["audience"]) for r in rows]
-
     async def worlds(self, viewer: Viewer | str) -> list[WorldInfo]:
         """Every world of the scope the viewer sees, most recently active first."""
-        return await self._infos(Viewer.of(viewer))
+        return await retrieval.world_infos(self.db, Viewer.of(viewer))
 
     async def world(self, viewer: Viewer | str, name_or_id: str) -> tuple[WorldInfo, list[Belief]] | None:
         """A world the viewer sees, by id, id prefix or topic words, with all its beliefs (superseded ones
         too), newest first."""
         viewer = Viewer.of(viewer)
-        sees, seen = viewer.where("audience")
-        wanted = name_or_id.strip().lower()
-        if not wanted:
+        match = await retrieval.find_world(self.db, viewer, name_or_id)
+        if match is None:
             return None
-        like = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        found = None
-        for sql, param in (("id=?", wanted),
-                           ("id LIKE ? ESCAPE '\\'", like + "%" if len(wanted) >= 3 else None),
-                           ("lower(topic)=?", wanted),
-                           ("lower(topic) LIKE ? ESCAPE '\\'", f"%{like}%")):
-            if param is None:
-                continue
-            found = await self.db.fetchval(
-                f"SELECT id FROM worlds WHERE scope=? AND {sees} AND {sql} ORDER BY access_count DESC LIMIT 1",
-                (viewer.scope, *seen, param))
-            if found:
-                break
-        infos = await self._infos(viewer, [found]) if found else []
-        if not infos:
-            return None
-        match = infos[0]
-        rows = await self.db.fetchall(
-            f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE world_id=? AND scope=? ORDER BY learned_at DESC, id DESC",
-            (match.id, viewer.scope))
-        return match, [belief_from_row(r) for r in rows]
+        return match, await retrieval.world_beliefs(self.db, viewer, match.id)
+
+    async def recent_messages(self, viewer: Viewer | str, world_id: str) -> list[Evidence]:
+        """A world's newest messages that the viewer sees, newest first."""
+        return await retrieval.recent_messages(self.db, Viewer.of(viewer), world_id)
 
     async def messages_of(self, scope: str) -> dict[str, list[str]]:
         """world id -> platform ids of the messages it holds, in order (for exports)."""
@@ -583,7 +549,7 @@ class MemoryEngine:
         scope = viewer.scope
         since_dt = _aware(parse_ts(since) if isinstance(since, str) else since)
         since_s = iso(since_dt)
-        infos = {w.id: w for w in await self._infos(viewer)}
+        infos = {w.id: w for w in await retrieval.world_infos(self.db, viewer)}
         grown = await self.db.fetchall(
             "SELECT world_id, count(*) AS n FROM memory_messages WHERE scope=? AND ts>=? GROUP BY world_id "
             "ORDER BY n DESC", (scope, since_s))
@@ -637,6 +603,7 @@ class MemoryEngine:
                     await conn.execute("DELETE FROM worlds WHERE scope=?", (scope,))
                     await conn.execute("DELETE FROM world_merges WHERE scope=?", (scope,))
                 self._forget_state(scope)
+                self.messages.invalidate(scope)
                 return {"messages": counts["memory_messages"], "beliefs": counts["beliefs"],
                         "worlds": counts["worlds"]}
             counts = await self._forget_where(scope, "channel=?", (channel,))
@@ -659,6 +626,7 @@ class MemoryEngine:
         async with self.db.transaction() as conn:
             messages, beliefs, touched = await lifecycle.forget_messages(conn, scope, where, args)
             recentred = {wid: await lifecycle.recentre(conn, wid) for wid in touched}
+        self.messages.invalidate(scope)
         for wid, found in recentred.items():
             if found is not None and wid in state.worlds:
                 state.index_of(wid).upsert(wid, found[0])

@@ -1,0 +1,304 @@
+"""Recall over the whole scope a viewer sees: hybrid search of messages and beliefs, a
+relevance floor, neighbour turns, and the world lookups the memory commands show.
+
+Why scope-wide: a question rarely routes to the world that holds its answer (measured on
+LoCoMo: recall inside the routed world found 0.19 of the evidence turns, plain BM25 over all
+messages 0.47). So candidates come from every world the viewer sees: FTS5 bm25 over all its
+messages and beliefs, and the nearest message vectors (engine.memory.message_index), fused by
+score: vector_weight x cosine + keyword_weight x bm25 / the query's best bm25. Measured on two
+LoCoMo conversations (turn recall at k=5): this fusion 0.501, reciprocal-rank fusion of the
+same rankings 0.363, bm25 alone 0.411, cosine alone 0.164 (bench/RESULTS.md). Worlds are
+context and a small ranking signal (a message gains world_bonus x its world's centroid cosine
+when that world is among the nearest to the query), never a filter.
+
+The relevance floor: a query is answered only when its best candidate, message or belief, is
+at least ``recall_floor`` similar to it (cosine of MiniLM vectors); otherwise memory holds
+nothing about it (RecallResult.found is False) and ``ask`` makes no LLM call.
+
+Privacy: every SQL statement here filters by the viewer (``viewer.where``), and the vector
+index is searched only in the audiences the viewer sees; rows it returns are loaded again
+through that filter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.db import Database
+from engine.memory.audience import Viewer
+from engine.memory.beliefs import BELIEF_COLUMNS, belief_from_row
+from engine.memory.index import CentroidIndex
+from engine.memory.message_index import MessageIndex
+from engine.memory.models import Belief, Evidence, RecallResult, WorldInfo, from_blob, maturity, parse_ts
+from engine.memory.textutil import fts_query
+
+MAX_QUERY_CHARS = 2000     # longer search input is cut here, before it reaches SQL or the embedder
+CANDIDATES = 50            # per ranking (keyword, vector) before fusion
+NEAR_WORLDS = 3            # worlds nearest the query whose messages get the world bonus
+RECENT_MESSAGES = 10       # shown by /world for a world without beliefs
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The recall knobs of [memory] (engine.config.MemorySection)."""
+    floor: float = 0.30            # best candidate's cosine below this: nothing found
+    keyword_weight: float = 1.0    # weight of bm25, relative to the query's best match
+    vector_weight: float = 1.0     # weight of cosine similarity
+    world_bonus: float = 0.1       # x the cosine of the message's world, for the worlds nearest the query
+    neighbours: int = 1            # turns a hit may bring along (0: none)
+    neighbour_window_s: float = 300.0
+
+    @classmethod
+    def of(cls, cfg) -> "Tuning":
+        return cls(cfg.recall_floor, cfg.recall_keyword_weight, cfg.recall_vector_weight, cfg.recall_world_bonus,
+                   cfg.recall_neighbours, cfg.recall_neighbour_window_s)
+
+
+def cap(text: str) -> str:
+    return text[:MAX_QUERY_CHARS]
+
+
+def fused(cosine: float, bm25: float, best_bm25: float, tuning: "Tuning") -> float:
+    """One candidate's relevance: its cosine plus its bm25 relative to the query's best match."""
+    return tuning.vector_weight * cosine + tuning.keyword_weight * (bm25 / best_bm25 if best_bm25 > 0 else 0.0)
+
+
+def _in(values) -> str:
+    return ",".join("?" * len(values))
+
+
+# -- candidates --------------------------------------------------------------------------
+
+async def keyword_messages(db: Database, viewer: Viewer, text: str, n: int = CANDIDATES) -> list[tuple[int, float]]:
+    """(message id, bm25 score: higher is better) of the scope the viewer sees, best first."""
+    match = fts_query(text)
+    if not match:
+        return []
+    sees, seen = viewer.where("w.audience")
+    rows = await db.fetchall(
+        "SELECT m.id, -bm25(memory_messages_fts) AS s FROM memory_messages_fts JOIN memory_messages m ON m.id = memory_messages_fts.rowid "
+        "JOIN worlds w ON w.id = m.world_id WHERE memory_messages_fts MATCH ? AND m.scope=? AND "
+        f"{sees} ORDER BY s DESC LIMIT ?", (match, viewer.scope, *seen, n))
+    return [(r["id"], r["s"]) for r in rows]
+
+
+async def keyword_beliefs(db: Database, viewer: Viewer, text: str, n: int = CANDIDATES) -> list[tuple[int, float]]:
+    match = fts_query(text)
+    if not match:
+        return []
+    sees, seen = viewer.where("w.audience")
+    rows = await db.fetchall(
+        "SELECT b.id, -bm25(beliefs_fts) AS s FROM beliefs_fts JOIN beliefs b ON b.id = beliefs_fts.rowid JOIN worlds w ON w.id = b.world_id "
+        f"WHERE beliefs_fts MATCH ? AND b.scope=? AND b.invalid_at IS NULL AND {sees} "
+        "ORDER BY s DESC LIMIT ?", (match, viewer.scope, *seen, n))
+    return [(r["id"], r["s"]) for r in rows]
+
+
+async def vector_beliefs(db: Database, viewer: Viewer, query: np.ndarray, n: int = CANDIDATES
+                         ) -> list[tuple[int, float]]:
+    """Active beliefs the viewer sees, nearest first, as (id, cosine). Exact: beliefs are few
+    next to messages (one LLM extraction per batch of them)."""
+    sees, seen = viewer.where("w.audience")
+    rows = await db.fetchall(
+        "SELECT b.id, b.embedding FROM beliefs b JOIN worlds w ON w.id = b.world_id "
+        f"WHERE b.scope=? AND b.invalid_at IS NULL AND {sees}", (viewer.scope, *seen))
+    if not rows:
+        return []
+    matrix = np.frombuffer(b"".join(r["embedding"] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+    sims = matrix @ query
+    order = np.argsort(-sims)[:n]
+    return [(rows[i]["id"], float(sims[i])) for i in order]
+
+
+async def nearest_worlds(indexes: dict[str, CentroidIndex], viewer: Viewer, query: np.ndarray,
+                         n: int = NEAR_WORLDS) -> list[tuple[str, float]]:
+    """The ``n`` world centroids nearest the query among the audiences the viewer sees."""
+    hits = [hit for audience, index in indexes.items() if viewer.sees(audience) for hit in index.search(query, n)]
+    return sorted(hits, key=lambda h: -h[1])[:n]
+
+
+_MESSAGE_SELECT = ("SELECT m.id, m.world_id, m.channel, m.message_id, m.author, m.text, m.ts, m.embedding, "
+                   "w.topic FROM memory_messages m JOIN worlds w ON w.id = m.world_id")
+
+
+def evidence_from_row(row, score: float = 0.0, neighbour_of: int | None = None) -> Evidence:
+    return Evidence(id=row["id"], world_id=row["world_id"], channel=row["channel"], message_id=row["message_id"],
+                    author=row["author"], text=row["text"], ts=parse_ts(row["ts"]), score=score,
+                    world_topic=row["topic"], neighbour_of=neighbour_of)
+
+
+async def load_messages(db: Database, viewer: Viewer, ids: list[int]) -> dict[int, object]:
+    """id -> row, for the ids that exist in the scope and that the viewer sees."""
+    if not ids:
+        return {}
+    sees, seen = viewer.where("w.audience")
+    rows = await db.fetchall(f"{_MESSAGE_SELECT} WHERE m.id IN ({_in(ids)}) AND m.scope=? AND {sees}",
+                             (*ids, viewer.scope, *seen))
+    return {r["id"]: r for r in rows}
+
+
+# -- neighbour turns ---------------------------------------------------------------------
+
+def _asks(text: str) -> bool:
+    return text.rstrip().endswith("?")
+
+
+async def neighbours(db: Database, viewer: Viewer, hit, window_s: float, n: int) -> list:
+    """Turns next to ``hit`` in its channel that complete it: the answer after a question, the
+    question before an answer; each within ``window_s`` of the hit and readable by the viewer."""
+    if n <= 0:
+        return []
+    sees, seen = viewer.where("w.audience")
+    out = []
+    for op, order in ((">", "ASC"), ("<", "DESC")):
+        row = await db.fetchone(
+            f"{_MESSAGE_SELECT} WHERE m.scope=? AND m.channel=? AND m.id {op} ? AND {sees} "
+            f"ORDER BY m.id {order} LIMIT 1", (viewer.scope, hit["channel"], hit["id"], *seen))
+        if row is None or row["author"] == hit["author"]:
+            continue
+        gap = abs((parse_ts(row["ts"]) - parse_ts(hit["ts"])).total_seconds())
+        question = hit["text"] if op == ">" else row["text"]
+        if gap <= window_s and _asks(question):
+            out.append(row)
+    return out[:n]
+
+
+# -- recall ------------------------------------------------------------------------------
+
+async def rank_messages(db: Database, index: MessageIndex, viewer: Viewer, query: np.ndarray, text: str,
+                        near: dict[str, float], tuning: Tuning) -> tuple[list[tuple[object, float]], float]:
+    """Messages best first as (row, fused score), and the best cosine among the candidates."""
+    by_vector = await index.search(db, viewer, query, CANDIDATES)
+    words = dict(await keyword_messages(db, viewer, text))
+    rows = await load_messages(db, viewer, list(dict.fromkeys([i for i, _ in by_vector] + list(words))))
+    cosines = {mid: float(from_blob(row["embedding"]) @ query) for mid, row in rows.items()}
+    scores = {mid: fused(cosines[mid], words.get(mid, 0.0), max(words.values(), default=1.0), tuning)
+              + tuning.world_bonus * max(near.get(row["world_id"], 0.0), 0.0) for mid, row in rows.items()}
+    ranked = sorted(scores, key=lambda mid: -scores[mid])
+    return [(rows[mid], scores[mid]) for mid in ranked], max(cosines.values(), default=0.0)
+
+
+async def rank_beliefs(db: Database, viewer: Viewer, query: np.ndarray, text: str, k: int,
+                       tuning: Tuning) -> tuple[list[Belief], float]:
+    cosines = dict(await vector_beliefs(db, viewer, query))
+    words = dict(await keyword_beliefs(db, viewer, text))
+    # A keyword match outside the nearest CANDIDATES has a cosine below theirs: the last one bounds it.
+    floor = min(cosines.values(), default=0.0)
+    scores = {i: fused(cosines.get(i, floor), words.get(i, 0.0), max(words.values(), default=1.0), tuning)
+              for i in set(cosines) | set(words)}
+    best = max(cosines.values(), default=0.0)
+    ids = sorted(scores, key=lambda i: -scores[i])[:k]
+    if not ids:
+        return [], best
+    rows = await db.fetchall(f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE id IN ({_in(ids)}) AND scope=?",
+                             (*ids, viewer.scope))
+    found = {r["id"]: belief_from_row(r) for r in rows}
+    for b in found.values():
+        b.score = scores[b.id]
+    return [found[i] for i in ids if i in found], best
+
+
+async def with_neighbours(db: Database, viewer: Viewer, ranked: list[tuple[object, float]], k: int,
+                          tuning: Tuning) -> list[Evidence]:
+    """The top hits, each followed by the turns that complete it, ``k`` messages in all."""
+    out: list[Evidence] = []
+    taken: set[int] = set()
+    for row, score in ranked:
+        if len(out) >= k:
+            break
+        if row["id"] in taken:
+            continue
+        out.append(evidence_from_row(row, score))
+        taken.add(row["id"])
+        for extra in await neighbours(db, viewer, row, tuning.neighbour_window_s, tuning.neighbours):
+            if len(out) >= k:
+                break
+            if extra["id"] not in taken:
+                out.append(evidence_from_row(extra, 0.0, neighbour_of=row["id"]))
+                taken.add(extra["id"])
+    return out
+
+
+async def recall(db: Database, embedder, index: MessageIndex, centroids: dict[str, CentroidIndex],
+                 viewer: Viewer, query: str, k: int, tuning: Tuning) -> RecallResult:
+    """The best ``k`` messages (neighbour turns included) and ``k`` beliefs of the whole scope the
+    viewer sees, each with its world; nothing when the best candidate is below the floor."""
+    text = cap(query)
+    vec = (await embedder.embed([text]))[0]
+    near = await nearest_worlds(centroids, viewer, vec)
+    if not near:
+        return RecallResult(None, 0.0, [], [])
+    infos = {w.id: w for w in await world_infos(db, viewer, [near[0][0]])}
+    top = infos.get(near[0][0])
+    ranked, best_message = await rank_messages(db, index, viewer, vec, text, dict(near), tuning)
+    beliefs, best_belief = await rank_beliefs(db, viewer, vec, text, k, tuning)
+    if max(best_message, best_belief) < tuning.floor:
+        return RecallResult(top, near[0][1], [], [], {top.id: top} if top else {})
+    evidence = await with_neighbours(db, viewer, ranked, k, tuning)
+    wanted = sorted({e.world_id for e in evidence} | {b.world_id for b in beliefs} - set(infos))
+    infos.update({w.id: w for w in await world_infos(db, viewer, wanted)})
+    return RecallResult(top, near[0][1], beliefs, evidence,
+                        {w: infos[w] for w in [e.world_id for e in evidence] + [b.world_id for b in beliefs]
+                         if w in infos})
+
+
+# -- worlds ------------------------------------------------------------------------------
+
+async def world_infos(db: Database, viewer: Viewer, world_ids: list[str] | None = None) -> list[WorldInfo]:
+    """The worlds the viewer sees (only ``world_ids`` when given), most recently active first."""
+    sees, params = viewer.where("w.audience")
+    where, params = f"w.scope=? AND {sees}", [viewer.scope, *params]
+    if world_ids is not None:
+        if not world_ids:
+            return []
+        where += f" AND w.id IN ({_in(world_ids)})"
+        params += world_ids
+    rows = await db.fetchall(
+        "SELECT w.id, w.scope, w.audience, w.topic, w.access_count, w.created_at, w.last_active, "
+        "(SELECT count(*) FROM memory_messages m WHERE m.world_id=w.id) AS evidence, "
+        "(SELECT count(*) FROM beliefs b WHERE b.world_id=w.id AND b.invalid_at IS NULL) AS beliefs, "
+        "(SELECT avg(confidence) FROM beliefs b WHERE b.world_id=w.id AND b.invalid_at IS NULL) AS conf "
+        f"FROM worlds w WHERE {where} ORDER BY w.last_active DESC", params)
+    return [WorldInfo(r["id"], r["scope"], r["topic"], maturity(r["conf"] or 0.0, r["beliefs"]),
+                      r["access_count"], r["beliefs"], r["evidence"], parse_ts(r["created_at"]),
+                      parse_ts(r["last_active"]), r["audience"]) for r in rows]
+
+
+async def find_world(db: Database, viewer: Viewer, name_or_id: str) -> WorldInfo | None:
+    """A world the viewer sees, by id, id prefix or topic words."""
+    sees, seen = viewer.where("audience")
+    wanted = cap(name_or_id).strip().lower()
+    if not wanted:
+        return None
+    like = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    for sql, param in (("id=?", wanted),
+                       ("id LIKE ? ESCAPE '\\'", like + "%" if len(wanted) >= 3 else None),
+                       ("lower(topic)=?", wanted),
+                       ("lower(topic) LIKE ? ESCAPE '\\'", f"%{like}%")):
+        if param is None:
+            continue
+        found = await db.fetchval(
+            f"SELECT id FROM worlds WHERE scope=? AND {sees} AND {sql} ORDER BY access_count DESC LIMIT 1",
+            (viewer.scope, *seen, param))
+        if found:
+            infos = await world_infos(db, viewer, [found])
+            return infos[0] if infos else None
+    return None
+
+
+async def world_beliefs(db: Database, viewer: Viewer, world_id: str) -> list[Belief]:
+    """All beliefs of a world (superseded ones too), newest first."""
+    rows = await db.fetchall(
+        f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE world_id=? AND scope=? ORDER BY learned_at DESC, id DESC",
+        (world_id, viewer.scope))
+    return [belief_from_row(r) for r in rows]
+
+
+async def recent_messages(db: Database, viewer: Viewer, world_id: str, n: int = RECENT_MESSAGES) -> list[Evidence]:
+    """A world's newest messages, newest first (what /world shows before beliefs exist)."""
+    sees, seen = viewer.where("w.audience")
+    rows = await db.fetchall(f"{_MESSAGE_SELECT} WHERE m.world_id=? AND m.scope=? AND {sees} ORDER BY m.id DESC "
+                             "LIMIT ?", (world_id, viewer.scope, *seen, n))
+    return [evidence_from_row(r) for r in rows]
+
