@@ -133,8 +133,8 @@ class MessageIndex:
         vectors = self._scopes.setdefault(scope, ScopeVectors())
         async with vectors.lock:
             rows = await db.fetchall(
-                "SELECT m.id, m.embedding, w.audience FROM memory_messages m JOIN worlds w ON w.id = m.world_id "
-                "WHERE m.scope=? AND m.id>? ORDER BY m.id", (scope, vectors.max_id))
+                "SELECT m.id, m.embedding, w.audience FROM memory_messages m CROSS JOIN worlds w ON w.id = m.world_id "
+                "WHERE m.id>? AND +m.scope=? ORDER BY m.id", (vectors.max_id, scope))  # a rowid range read
             if rows and self._scopes.get(scope) is vectors:
                 await run_cpu(self._add_rows, vectors, rows)
                 vectors.max_id = rows[-1]["id"]

@@ -35,6 +35,7 @@ from engine.memory.textutil import fts_query
 
 MAX_QUERY_CHARS = 2000     # longer search input is cut here, before it reaches SQL or the embedder
 CANDIDATES = 50            # per ranking (keyword, vector) before fusion
+POOL_FACTOR = 8            # full-text matches ranked before the scope filter, per candidate
 NEAR_WORLDS = 3            # worlds nearest the query whose messages get the world bonus
 RECENT_MESSAGES = 10       # shown by /world for a world without beliefs
 
@@ -71,15 +72,25 @@ def _in(values) -> str:
 # -- candidates --------------------------------------------------------------------------
 
 async def keyword_messages(db: Database, viewer: Viewer, text: str, n: int = CANDIDATES) -> list[tuple[int, float]]:
-    """(message id, bm25 score: higher is better) of the scope the viewer sees, best first."""
+    """(message id, bm25 score: higher is better) of the scope the viewer sees, best first.
+
+    The full-text index spans every scope, and joining each match to its (large) message row is
+    what costs: at 100k messages a common word matches thousands. So the best ``POOL_FACTOR x n``
+    matches are ranked first and only those joined; when fewer than ``n`` of them belong to the
+    viewer, every match is joined."""
     match = fts_query(text)
     if not match:
         return []
     sees, seen = viewer.where("w.audience")
-    rows = await db.fetchall(
-        "SELECT m.id, -bm25(memory_messages_fts) AS s FROM memory_messages_fts JOIN memory_messages m ON m.id = memory_messages_fts.rowid "
-        "JOIN worlds w ON w.id = m.world_id WHERE memory_messages_fts MATCH ? AND m.scope=? AND "
-        f"{sees} ORDER BY s DESC LIMIT ?", (match, viewer.scope, *seen, n))
+    rows: list = []
+    for pool in (n * POOL_FACTOR, -1):   # LIMIT -1: no limit
+        rows = await db.fetchall(
+            "SELECT m.id, f.s FROM (SELECT rowid, -bm25(memory_messages_fts) AS s FROM memory_messages_fts "
+            "WHERE memory_messages_fts MATCH ? ORDER BY s DESC LIMIT ?) f "
+            "CROSS JOIN memory_messages m ON m.id = f.rowid CROSS JOIN worlds w ON w.id = m.world_id "
+            f"WHERE +m.scope=? AND {sees} ORDER BY f.s DESC LIMIT ?", (match, pool, viewer.scope, *seen, n))
+        if len(rows) >= n:
+            break
     return [(r["id"], r["s"]) for r in rows]
 
 
@@ -118,8 +129,10 @@ async def nearest_worlds(indexes: dict[str, CentroidIndex], viewer: Viewer, quer
     return sorted(hits, key=lambda h: -h[1])[:n]
 
 
+# CROSS JOIN keeps SQLite on the message rows first (by id, or by channel); "+m.scope" stops it
+# from walking the whole scope's index instead.
 _MESSAGE_SELECT = ("SELECT m.id, m.world_id, m.channel, m.message_id, m.author, m.text, m.ts, m.embedding, "
-                   "w.topic FROM memory_messages m JOIN worlds w ON w.id = m.world_id")
+                   "w.topic FROM memory_messages m CROSS JOIN worlds w ON w.id = m.world_id")
 
 
 def evidence_from_row(row, score: float = 0.0, neighbour_of: int | None = None) -> Evidence:
@@ -133,7 +146,7 @@ async def load_messages(db: Database, viewer: Viewer, ids: list[int]) -> dict[in
     if not ids:
         return {}
     sees, seen = viewer.where("w.audience")
-    rows = await db.fetchall(f"{_MESSAGE_SELECT} WHERE m.id IN ({_in(ids)}) AND m.scope=? AND {sees}",
+    rows = await db.fetchall(f"{_MESSAGE_SELECT} WHERE m.id IN ({_in(ids)}) AND +m.scope=? AND {sees}",
                              (*ids, viewer.scope, *seen))
     return {r["id"]: r for r in rows}
 
