@@ -1,7 +1,9 @@
-"""Vector search over a scope's message vectors, one partition per (scope, audience).
+"""Vector search over a scope's message (and belief) vectors, one partition per (table, scope,
+audience).
 
 Recall searches every message of the scope the viewer may read, so it needs the nearest
-messages to a query among up to 100k vectors within a few milliseconds. Each partition keeps
+messages to a query among up to 100k vectors within a few milliseconds; beliefs (one or more
+per extracted batch of messages) are searched the same way. Each partition keeps
 its vectors in memory: exactly (a NumPy matrix and one matrix product) while it is small, and
 in an hnswlib graph (labels are the messages' row ids) once it holds more than ``exact_max``
 vectors. The graph is built in a thread of its own from a snapshot (minutes at 100k on two
@@ -10,10 +12,11 @@ build is done.
 
 The index follows the database, never the other way round: ``catch_up`` reads the rows stored
 since it last looked (``id > max_id``, one indexed range read), whoever wrote them (this bot's
-ingest, an import from the command line), so ingest itself never waits on it. Deletions and
-audience moves make a scope's index stale: the engine calls ``invalidate`` and it is rebuilt
-on the next search. Privacy does not rest on the index: the rows it returns are loaded again
-through SQL that filters by the viewer (engine.memory.retrieval).
+ingest, an import from the command line, belief extraction), so ingest itself never waits on
+it. Deletions and audience moves make a scope's index stale: the engine calls ``invalidate``
+and it is rebuilt on the next search. A belief superseded later stays in the index; the SQL
+that loads the hits drops it. Privacy does not rest on the index either: the rows it returns
+are loaded again through SQL that filters by the viewer (engine.memory.retrieval).
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from engine.offload import run_cpu
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 100
 HNSW_EF_MIN = 100   # query-time ef; at least the number of neighbours asked for
+TABLES = ("memory_messages", "beliefs")   # tables with scope, world_id and an embedding column
 
 
 class Partition:
@@ -117,25 +121,29 @@ class ScopeVectors:
 
 
 class MessageIndex:
-    """The message vectors of every scope recall has searched, partitioned by audience."""
+    """The message and belief vectors of every scope recall has searched, by audience."""
 
     def __init__(self, exact_max: int = 20_000):
         self.exact_max = exact_max
-        self._scopes: dict[str, ScopeVectors] = {}
+        self._scopes: dict[tuple[str, str], ScopeVectors] = {}   # (table, scope) ->
         self._builds: set[asyncio.Future] = set()
 
     def invalidate(self, scope: str) -> None:
-        """Messages of ``scope`` were deleted or changed audience: rebuild on next search."""
-        self._scopes.pop(scope, None)
+        """Messages or beliefs of ``scope`` were deleted or changed audience: rebuild on next search."""
+        for table in TABLES:
+            self._scopes.pop((table, scope), None)
 
-    async def catch_up(self, db: Database, scope: str) -> ScopeVectors:
+    async def catch_up(self, db: Database, scope: str, table: str = TABLES[0]) -> ScopeVectors:
         """The scope's vectors, with every row stored since the last look added."""
-        vectors = self._scopes.setdefault(scope, ScopeVectors())
+        if table not in TABLES:
+            raise ValueError(f"no vectors in table {table!r}")
+        key = (table, scope)
+        vectors = self._scopes.setdefault(key, ScopeVectors())
         async with vectors.lock:
             rows = await db.fetchall(
-                "SELECT m.id, m.embedding, w.audience FROM memory_messages m CROSS JOIN worlds w ON w.id = m.world_id "
-                "WHERE m.id>? AND +m.scope=? ORDER BY m.id", (vectors.max_id, scope))  # a rowid range read
-            if rows and self._scopes.get(scope) is vectors:
+                f"SELECT t.id, t.embedding, w.audience FROM {table} t CROSS JOIN worlds w ON w.id = t.world_id "
+                "WHERE t.id>? AND +t.scope=? ORDER BY t.id", (vectors.max_id, scope))  # a rowid range read
+            if rows and self._scopes.get(key) is vectors:
                 await run_cpu(self._add_rows, vectors, rows)
                 vectors.max_id = rows[-1]["id"]
                 for part in vectors.parts.values():
@@ -178,9 +186,11 @@ class MessageIndex:
             vecs = np.frombuffer(b"".join(r["embedding"] for r in part_rows), dtype=np.float32).reshape(-1, dim)
             part.add(ids, vecs)
 
-    async def search(self, db: Database, viewer: Viewer, query: np.ndarray, n: int) -> list[tuple[int, float]]:
-        """The ``n`` messages nearest to ``query`` among the audiences the viewer sees."""
-        vectors = await self.catch_up(db, viewer.scope)
+    async def search(self, db: Database, viewer: Viewer, query: np.ndarray, n: int,
+                     table: str = TABLES[0]) -> list[tuple[int, float]]:
+        """The ``n`` rows of ``table`` nearest to ``query`` among the audiences the viewer sees,
+        as (row id, cosine)."""
+        vectors = await self.catch_up(db, viewer.scope, table)
         parts = [p for audience, p in vectors.parts.items() if viewer.sees(audience)]
         if not parts:
             return []

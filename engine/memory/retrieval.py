@@ -4,7 +4,7 @@ relevance floor, neighbour turns, and the world lookups the memory commands show
 Why scope-wide: a question rarely routes to the world that holds its answer (measured on
 LoCoMo: recall inside the routed world found 0.19 of the evidence turns, plain BM25 over all
 messages 0.47). So candidates come from every world the viewer sees: FTS5 bm25 over all its
-messages and beliefs, and the nearest message vectors (engine.memory.message_index), fused by
+messages and beliefs, and the nearest message and belief vectors (engine.memory.message_index), fused by
 score: vector_weight x cosine + keyword_weight x bm25 / the query's best bm25. Measured on two
 LoCoMo conversations (turn recall at k=5): this fusion 0.501, reciprocal-rank fusion of the
 same rankings 0.363, bm25 alone 0.411, cosine alone 0.164 (bench/RESULTS.md). Worlds are
@@ -21,6 +21,7 @@ through that filter.
 """
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import numpy as np
@@ -106,22 +107,6 @@ async def keyword_beliefs(db: Database, viewer: Viewer, text: str, n: int = CAND
     return [(r["id"], r["s"]) for r in rows]
 
 
-async def vector_beliefs(db: Database, viewer: Viewer, query: np.ndarray, n: int = CANDIDATES
-                         ) -> list[tuple[int, float]]:
-    """Active beliefs the viewer sees, nearest first, as (id, cosine). Exact: beliefs are few
-    next to messages (one LLM extraction per batch of them)."""
-    sees, seen = viewer.where("w.audience")
-    rows = await db.fetchall(
-        "SELECT b.id, b.embedding FROM beliefs b JOIN worlds w ON w.id = b.world_id "
-        f"WHERE b.scope=? AND b.invalid_at IS NULL AND {sees}", (viewer.scope, *seen))
-    if not rows:
-        return []
-    matrix = np.frombuffer(b"".join(r["embedding"] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-    sims = matrix @ query
-    order = np.argsort(-sims)[:n]
-    return [(rows[i]["id"], float(sims[i])) for i in order]
-
-
 async def nearest_worlds(indexes: dict[str, CentroidIndex], viewer: Viewer, query: np.ndarray,
                          n: int = NEAR_WORLDS) -> list[tuple[str, float]]:
     """The ``n`` world centroids nearest the query among the audiences the viewer sees."""
@@ -131,6 +116,7 @@ async def nearest_worlds(indexes: dict[str, CentroidIndex], viewer: Viewer, quer
 
 # CROSS JOIN keeps SQLite on the message rows first (by id, or by channel); "+m.scope" stops it
 # from walking the whole scope's index instead.
+_BELIEF_SELECT = ", ".join(f"b.{c.strip()}" for c in BELIEF_COLUMNS.split(","))
 _MESSAGE_SELECT = ("SELECT m.id, m.world_id, m.channel, m.message_id, m.author, m.text, m.ts, m.embedding, "
                    "w.topic FROM memory_messages m CROSS JOIN worlds w ON w.id = m.world_id")
 
@@ -142,7 +128,7 @@ def evidence_from_row(row, score: float = 0.0, neighbour_of: int | None = None) 
 
 
 async def load_messages(db: Database, viewer: Viewer, ids: list[int]) -> dict[int, object]:
-    """id -> row, for the ids that exist in the scope and that the viewer sees."""
+    """id -> row (with its embedding), for the ids that exist in the scope and that the viewer sees."""
     if not ids:
         return {}
     sees, seen = viewer.where("w.audience")
@@ -157,33 +143,40 @@ def _asks(text: str) -> bool:
     return text.rstrip().endswith("?")
 
 
-async def neighbours(db: Database, viewer: Viewer, hit, window_s: float, n: int) -> list:
-    """Turns next to ``hit`` in its channel that complete it: the answer after a question, the
-    question before an answer; each within ``window_s`` of the hit and readable by the viewer."""
-    if n <= 0:
-        return []
-    sees, seen = viewer.where("w.audience")
-    out = []
-    for op, order in ((">", "ASC"), ("<", "DESC")):
-        row = await db.fetchone(
-            f"{_MESSAGE_SELECT} WHERE m.scope=? AND m.channel=? AND m.id {op} ? AND {sees} "
-            f"ORDER BY m.id {order} LIMIT 1", (viewer.scope, hit["channel"], hit["id"], *seen))
-        if row is None or row["author"] == hit["author"]:
-            continue
-        gap = abs((parse_ts(row["ts"]) - parse_ts(hit["ts"])).total_seconds())
-        question = hit["text"] if op == ">" else row["text"]
-        if gap <= window_s and _asks(question):
-            out.append(row)
-    return out[:n]
+async def adjacent_turns(db: Database, viewer: Viewer, hits: list) -> dict[int, tuple]:
+    """hit id -> (the turn after it, the turn before it) in its channel, each None when there is
+    none the viewer may read; two statements for all hits."""
+    if not hits:
+        return {}
+    parts, params = [], []
+    for n, hit in enumerate(hits):
+        for op, order in ((">", "ASC"), ("<", "DESC")):
+            parts.append(f"SELECT ? AS pos, (SELECT id FROM memory_messages WHERE scope=? AND channel=? AND id {op} ? "
+                         f"ORDER BY id {order} LIMIT 1) AS id")
+            params += [n, viewer.scope, hit["channel"], hit["id"]]
+    found = await db.fetchall(" UNION ALL ".join(parts), params)
+    ids = [r["id"] for r in sorted(found, key=lambda r: r["pos"])]   # pairs (after, before), in hit order
+    rows = await load_messages(db, viewer, [i for i in ids if i is not None])
+    return {hit["id"]: (rows.get(ids[2 * n]), rows.get(ids[2 * n + 1])) for n, hit in enumerate(hits)}
+
+
+def completes(hit, turn, after: bool, window_s: float) -> bool:
+    """A turn completes a hit when someone else says it within ``window_s`` and it answers the
+    hit's question (after) or asks the question the hit answers (before)."""
+    if turn is None or turn["author"] == hit["author"]:
+        return False
+    gap = abs((parse_ts(turn["ts"]) - parse_ts(hit["ts"])).total_seconds())
+    return gap <= window_s and _asks(hit["text"] if after else turn["text"])
 
 
 # -- recall ------------------------------------------------------------------------------
 
-async def rank_messages(db: Database, index: MessageIndex, viewer: Viewer, query: np.ndarray, text: str,
-                        near: dict[str, float], tuning: Tuning) -> tuple[list[tuple[object, float]], float]:
-    """Messages best first as (row, fused score), and the best cosine among the candidates."""
+async def rank_messages(db: Database, index: MessageIndex, viewer: Viewer, query: np.ndarray,
+                        words: dict[int, float], near: dict[str, float], tuning: Tuning
+                        ) -> tuple[list[tuple[object, float]], float]:
+    """Messages best first as (row, fused score), and the best cosine among the candidates
+    (``words``: the bm25 matches, id -> score)."""
     by_vector = await index.search(db, viewer, query, CANDIDATES)
-    words = dict(await keyword_messages(db, viewer, text))
     rows = await load_messages(db, viewer, list(dict.fromkeys([i for i, _ in by_vector] + list(words))))
     cosines = {mid: float(from_blob(row["embedding"]) @ query) for mid, row in rows.items()}
     scores = {mid: fused(cosines[mid], words.get(mid, 0.0), max(words.values(), default=1.0), tuning)
@@ -192,24 +185,31 @@ async def rank_messages(db: Database, index: MessageIndex, viewer: Viewer, query
     return [(rows[mid], scores[mid]) for mid in ranked], max(cosines.values(), default=0.0)
 
 
-async def rank_beliefs(db: Database, viewer: Viewer, query: np.ndarray, text: str, k: int,
-                       tuning: Tuning) -> tuple[list[Belief], float]:
-    cosines = dict(await vector_beliefs(db, viewer, query))
-    words = dict(await keyword_beliefs(db, viewer, text))
-    # A keyword match outside the nearest CANDIDATES has a cosine below theirs: the last one bounds it.
-    floor = min(cosines.values(), default=0.0)
-    scores = {i: fused(cosines.get(i, floor), words.get(i, 0.0), max(words.values(), default=1.0), tuning)
-              for i in set(cosines) | set(words)}
-    best = max(cosines.values(), default=0.0)
-    ids = sorted(scores, key=lambda i: -scores[i])[:k]
+async def load_beliefs(db: Database, viewer: Viewer, ids: list[int]) -> dict[int, object]:
+    """id -> row (with its embedding) of the active beliefs among ``ids`` that the viewer sees."""
     if not ids:
-        return [], best
-    rows = await db.fetchall(f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE id IN ({_in(ids)}) AND scope=?",
-                             (*ids, viewer.scope))
-    found = {r["id"]: belief_from_row(r) for r in rows}
-    for b in found.values():
-        b.score = scores[b.id]
-    return [found[i] for i in ids if i in found], best
+        return {}
+    sees, seen = viewer.where("w.audience")
+    rows = await db.fetchall(
+        f"SELECT {_BELIEF_SELECT}, b.embedding FROM beliefs b CROSS JOIN worlds w ON w.id = b.world_id "
+        f"WHERE b.id IN ({_in(ids)}) AND +b.scope=? AND b.invalid_at IS NULL AND {sees}", (*ids, viewer.scope, *seen))
+    return {r["id"]: r for r in rows}
+
+
+async def rank_beliefs(db: Database, index: MessageIndex, viewer: Viewer, query: np.ndarray,
+                       words: dict[int, float], k: int, tuning: Tuning) -> tuple[list[Belief], float]:
+    """The ``k`` best active beliefs, and the best cosine among the candidates. Superseded beliefs
+    stay in the vector index, so it is asked for twice as many."""
+    by_vector = await index.search(db, viewer, query, 2 * CANDIDATES, "beliefs")
+    rows = await load_beliefs(db, viewer, list(dict.fromkeys([i for i, _ in by_vector] + list(words))))
+    cosines = {i: float(from_blob(row["embedding"]) @ query) for i, row in rows.items()}
+    scores = {i: fused(cosines[i], words.get(i, 0.0), max(words.values(), default=1.0), tuning) for i in rows}
+    found = []
+    for i in sorted(scores, key=lambda i: -scores[i])[:k]:
+        belief = belief_from_row(rows[i])
+        belief.score = scores[i]
+        found.append(belief)
+    return found, max(cosines.values(), default=0.0)
 
 
 async def with_neighbours(db: Database, viewer: Viewer, ranked: list[tuple[object, float]], k: int,
@@ -217,6 +217,7 @@ async def with_neighbours(db: Database, viewer: Viewer, ranked: list[tuple[objec
     """The top hits, each followed by the turns that complete it, ``k`` messages in all."""
     out: list[Evidence] = []
     taken: set[int] = set()
+    adjacent = await adjacent_turns(db, viewer, [row for row, _ in ranked[:k]]) if tuning.neighbours else {}
     for row, score in ranked:
         if len(out) >= k:
             break
@@ -224,10 +225,11 @@ async def with_neighbours(db: Database, viewer: Viewer, ranked: list[tuple[objec
             continue
         out.append(evidence_from_row(row, score))
         taken.add(row["id"])
-        for extra in await neighbours(db, viewer, row, tuning.neighbour_window_s, tuning.neighbours):
-            if len(out) >= k:
-                break
-            if extra["id"] not in taken:
+        after, before = adjacent.get(row["id"], (None, None))
+        extras = [t for t, is_after in ((after, True), (before, False))
+                  if completes(row, t, is_after, tuning.neighbour_window_s)][:tuning.neighbours]
+        for extra in extras:
+            if len(out) < k and extra["id"] not in taken:
                 out.append(evidence_from_row(extra, 0.0, neighbour_of=row["id"]))
                 taken.add(extra["id"])
     return out
@@ -238,18 +240,21 @@ async def recall(db: Database, embedder, index: MessageIndex, centroids: dict[st
     """The best ``k`` messages (neighbour turns included) and ``k`` beliefs of the whole scope the
     viewer sees, each with its world; nothing when the best candidate is below the floor."""
     text = cap(query)
-    vec = (await embedder.embed([text]))[0]
+    # The keyword searches run on the database's thread while the query is embedded on another core.
+    vectors, words, belief_words = await asyncio.gather(
+        embedder.embed([text]), keyword_messages(db, viewer, text), keyword_beliefs(db, viewer, text))
+    vec = vectors[0]
     near = await nearest_worlds(centroids, viewer, vec)
     if not near:
         return RecallResult(None, 0.0, [], [])
     infos = {w.id: w for w in await world_infos(db, viewer, [near[0][0]])}
     top = infos.get(near[0][0])
-    ranked, best_message = await rank_messages(db, index, viewer, vec, text, dict(near), tuning)
-    beliefs, best_belief = await rank_beliefs(db, viewer, vec, text, k, tuning)
+    ranked, best_message = await rank_messages(db, index, viewer, vec, dict(words), dict(near), tuning)
+    beliefs, best_belief = await rank_beliefs(db, index, viewer, vec, dict(belief_words), k, tuning)
     if max(best_message, best_belief) < tuning.floor:
         return RecallResult(top, near[0][1], [], [], {top.id: top} if top else {})
     evidence = await with_neighbours(db, viewer, ranked, k, tuning)
-    wanted = sorted({e.world_id for e in evidence} | {b.world_id for b in beliefs} - set(infos))
+    wanted = sorted(({e.world_id for e in evidence} | {b.world_id for b in beliefs}) - set(infos))
     infos.update({w.id: w for w in await world_infos(db, viewer, wanted)})
     return RecallResult(top, near[0][1], beliefs, evidence,
                         {w: infos[w] for w in [e.world_id for e in evidence] + [b.world_id for b in beliefs]
