@@ -117,3 +117,27 @@ def test_relevance_floor_at_the_console(tmp_path):
         assert "pandas read_csv takes a sep argument" in out.stdout, out.stdout
         assert "It is read with read_csv [M2]." in out.stdout
         assert [r for r in server.requests if "comma separated" in json.dumps(r)]
+
+
+async def test_the_hnswlib_graph_finds_what_the_exact_search_finds(tmp_path):
+    """Above recall_exact_max a partition moves to an hnswlib graph built in the background;
+    messages stored meanwhile and afterwards are found, forgotten ones are not."""
+    exact_db, exact = await open_engine(tmp_path / "exact.db")
+    graph_db, graph = await open_engine(tmp_path / "graph.db", recall_exact_max=4)
+    texts = PYTHON_CHAT + BAKING_CHAT
+    for engine in (exact, graph):
+        chat = Chat()
+        await engine.ingest_many([chat.msg(t) for t in texts[:7]])
+        await engine.recall(chat.scope, "warm up")      # loads the vectors: the graph build starts
+        await engine.ingest_many([chat.msg(t) for t in texts[7:]])
+        await engine.recall(chat.scope, "warm up")      # rows stored while it builds
+        await engine.messages.settle()
+        await engine.ingest_many([chat.msg("the proofing basket needs rice flour", "cem")])
+    for query in ["reading csv files", "why did my bread not rise", "rice flour for the basket"]:
+        want = [e.text for e in (await exact.recall("test:1", query, 5)).evidence]
+        got = [e.text for e in (await graph.recall("test:1", query, 5)).evidence]
+        assert got == want and got, query
+    await graph.forget("test:1", "general")
+    assert not (await graph.recall("test:1", "why did my bread not rise")).evidence
+    await close_engine(exact_db, exact)
+    await close_engine(graph_db, graph)
