@@ -7,7 +7,6 @@ import json
 from bot.app import App
 from engine.config import parse_config
 from engine.memory.audience import Viewer
-from tests.conftest import REPO  # noqa: F401  (the console helper below runs from the checkout)
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memory_helpers import Chat, close_engine, open_engine
 from tests.test_console import run_bot
