@@ -48,7 +48,7 @@ async def probe(engine: MemoryEngine, db, viewer: Viewer, queries: list[str]) ->
     listed = {w.id for w in await engine.worlds(viewer)}
     hits["worlds"] = int(bool(listed & holding))
     digest = await engine.digest(viewer, T0 - timedelta(days=1))
-    shown = {w["id"] for key in ("new_worlds", "grown_worlds") for w in digest[key]}
+    shown = {w.id for w in digest.new_worlds + digest.grown_worlds}
     hits["digest"] = int(bool(shown & holding))
     return hits
 

@@ -25,6 +25,7 @@ class Attachment:
     size: int | None = None
     url: str | None = None
     fetch: Fetch | None = None  # how to download it, when it is not on local disk yet
+    caption: str = ""           # what the sender said it shows (alt text), remembered with the message
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import logging
 import time
 
 from bot.neutral import Reply, Sent
-from engine.jobs import DONE, Job
+from engine.jobs import DONE, STOPPED, Job
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +22,8 @@ def progress_text(job: Job) -> str:
 def final_text(job: Job) -> str:
     if job.state == DONE:
         return f"✅ {job.title} (`{job.id}`) finished. {job.message}".strip()
+    if job.state == STOPPED:  # ended as asked: the message says where and how to go on
+        return f"⏹ {job.title} (`{job.id}`) {job.message or 'stopped'}"
     reason = job.error or job.message or job.state
     return f"❌ {job.title} (`{job.id}`) {job.state}: {reason}"
 
@@ -56,9 +58,10 @@ async def follow_job(app, job: Job, reply: Reply, interval: float | None = None)
     try:
         await asyncio.sleep(0)
         # Progress reported while the first message was being posted would otherwise be missed.
-        current = await app.jobs.get(job.id)
-        if current is not None and not current.finished:
-            await edit(progress_text(current))
+        # The live object, not the database: a read racing the runner's write could show the
+        # job a state behind (queued after running).
+        if not job.finished:
+            await edit(progress_text(job))
         pending: Job | None = None
         while True:
             wait = None if pending is None else max(0.0, interval - (time.monotonic() - last_at))

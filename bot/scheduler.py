@@ -22,6 +22,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
 from engine.jobs import utcnow
+from engine.memory import Digest
 from engine.memory.audience import PUBLIC, Viewer
 
 if TYPE_CHECKING:
@@ -259,39 +260,33 @@ async def claim_digest(db, scope: str, channel: str, due: datetime | None) -> st
         return last or (now - timedelta(days=1)).isoformat(timespec="seconds")
 
 
-def _where(item: dict) -> str:
-    world = item.get("world") or item.get("topic")
-    return f" — in {world}" if world else ""
+def _where(topic: str) -> str:
+    return f" — in {topic}" if topic else ""
 
 
-# The memory service's digest sections, in the order shown, with how one entry reads. Entries
-# carry a ``text`` line (older engines: ``topic`` / ``old`` and ``new``) plus details.
-MEMORY_SECTIONS: list[tuple[str, str, Callable[[dict], str]]] = [
-    ("new_worlds", "New worlds",
-     lambda w: f"{w.get('text') or w.get('topic')} ({w.get('added', 0)} messages)"),
-    ("grown_worlds", "Grown worlds",
-     lambda w: f"{w.get('text') or w.get('topic')} (+{w.get('added', 0)} messages)"),
-    ("new_beliefs", "New beliefs", lambda b: f"{b['text']}{_where(b)}"),
-    ("superseded_beliefs", "Superseded beliefs",
-     lambda b: f"{b.get('text') or (b['old'] + ' → ' + b['new'])}{_where(b)}"),
-    ("merges", "Merged worlds",
-     lambda m: m.get("text") or f"{m['absorbed_topic']} joined a near-identical world"),
+def _added(n: int) -> str:
+    return f"{n} message{'' if n == 1 else 's'}"
+
+
+# The memory digest's sections (engine.memory.digest), in the order shown, with how one entry reads.
+MEMORY_SECTIONS: list[tuple[str, str, Callable[..., str]]] = [
+    ("new_worlds", "New worlds", lambda w: f"{w.topic} ({_added(w.added)})"),
+    ("grown_worlds", "Grown worlds", lambda w: f"{w.topic} (+{_added(w.added)})"),
+    ("new_beliefs", "New beliefs", lambda b: f"{b.text}{_where(b.topic)}"),
+    ("superseded_beliefs", "Superseded beliefs", lambda b: f"{b.old} → {b.new}{_where(b.topic)}"),
+    ("merges", "Merged worlds", lambda m: f"{m.absorbed_topic} joined {m.kept_topic or 'a near-identical world'}"),
 ]
 MAX_ITEMS = 15
 
 
-def _memory_lines(sections: dict) -> list[str]:
+def _memory_lines(digest: Digest) -> list[str]:
     lines: list[str] = []
     for key, heading, fmt in MEMORY_SECTIONS:
-        items = sections.get(key) or []
+        items = getattr(digest, key)
         if not items:
             continue
         lines.append(f"\n{heading}:")
-        for item in items[:MAX_ITEMS]:
-            try:
-                lines.append(f"• {fmt(item)}")
-            except (KeyError, TypeError):
-                lines.append(f"• {item}")
+        lines += [f"• {fmt(item)}" for item in items[:MAX_ITEMS]]
         if len(items) > MAX_ITEMS:
             lines.append(f"• … and {len(items) - MAX_ITEMS} more")
     return lines
@@ -315,7 +310,7 @@ async def build_digest(app: "App", scope: str, since: str, channel: str = "") ->
     viewer = Viewer(scope, await memory.audience_of(scope, channel) if memory is not None else PUBLIC)
     if memory is not None:
         try:
-            lines += _memory_lines(await memory.digest(viewer, datetime.fromisoformat(since)) or {})
+            lines += _memory_lines(await memory.digest(viewer, datetime.fromisoformat(since)))
         except Exception:
             log.exception("memory digest failed for %s", scope)
     rows = await app.db.fetchall(

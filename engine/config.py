@@ -21,6 +21,16 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+def known_zone(value: str) -> str:
+    """An IANA time zone name, checked."""
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {value!r} (use an IANA name like Europe/Berlin)") from None
+    return value
+
+
 def secret(env_name: str) -> str | None:
     """Read a secret from the environment; empty means unset."""
     value = os.environ.get(env_name, "").strip() if env_name else ""
@@ -160,9 +170,10 @@ class MemorySection(Section):
     context_window_s: float = Field(900.0, ge=0.0)
     context_weight: float = Field(0.15, ge=0.0, lt=1.0)
     # Belief extraction by the LLM runs per channel every extract_every_n new messages or
-    # extract_every_s seconds after the first pending one, whichever comes first.
+    # extract_every_s seconds after the first pending one, whichever comes first: one LLM call
+    # per batch of at most extract_batch_max messages.
     extract_every_n: int = Field(20, ge=1)
-    extract_every_s: float = Field(120.0, ge=0.0)
+    extract_every_s: float = Field(300.0, ge=0.0)
     extract_batch_max: int = Field(60, ge=1, le=1000)
     # Belief confidence halves every half_life_days without being seen again.
     half_life_days: float = Field(30.0, gt=0.0)
@@ -193,6 +204,9 @@ class MemorySection(Section):
     index_m: int = Field(16, ge=4, le=128)
     index_ef_construction: int = Field(400, ge=10)
     index_ef: int = Field(128, ge=1)
+    # Where "yesterday" and "last Friday" in a message are read (engine/memory/chattext.py).
+    timezone: str = "UTC"
+    _known_zone = field_validator("timezone")(known_zone)
 
 
 class DiscordSection(Section):
@@ -229,15 +243,7 @@ class SchedulerSection(Section):
     missed: Literal["skip", "run_once"] = "run_once"
     misfire_grace_s: int = Field(3600, ge=1)
 
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str) -> str:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {value!r} (use an IANA name like Europe/Berlin)") from None
-        return value
+    _known_zone = field_validator("timezone")(known_zone)
 
 
 class Config(Section):

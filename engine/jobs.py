@@ -2,7 +2,9 @@
 
 A job kind is registered with an async handler ``handler(ctx: JobContext) -> dict | None``.
 Every state change and progress report is written to the ``jobs`` table and fanned out to
-subscribers (the chat adapters).
+subscribers (the chat adapters). States go queued -> running -> done, failed, cancelled,
+interrupted or stopped (a handler that ends early because someone asked raises JobStopped);
+every state but done can be resumed.
 
 Several processes may share the database (engine.owners): each job names the process that
 runs it. At start-up only jobs whose owner is gone are marked 'interrupted' (and can be
@@ -25,9 +27,9 @@ from engine.owners import ProcessOwner
 
 log = logging.getLogger(__name__)
 
-QUEUED, RUNNING, DONE, FAILED, CANCELLED, INTERRUPTED = (
-    "queued", "running", "done", "failed", "cancelled", "interrupted")
-FINAL_STATES = {DONE, FAILED, CANCELLED, INTERRUPTED}
+QUEUED, RUNNING, DONE, FAILED, CANCELLED, INTERRUPTED, STOPPED = (
+    "queued", "running", "done", "failed", "cancelled", "interrupted", "stopped")
+FINAL_STATES = {DONE, FAILED, CANCELLED, INTERRUPTED, STOPPED}
 
 
 def utcnow() -> str:
@@ -36,6 +38,11 @@ def utcnow() -> str:
 
 class JobError(Exception):
     """A job failed for a reason worth showing to the user as is."""
+
+
+class JobStopped(JobError):
+    """A job ended early because someone asked it to (it is 'stopped', not 'failed', and can be
+    resumed); the text says where it stopped."""
 
 
 @dataclass
@@ -186,8 +193,9 @@ class JobRunner:
                 raise JobError(f"job {job_id} is {job.state} in {where}; "
                                f"it cannot be resumed while that process runs it")
             # its process is gone and no restart has recovered it yet: take it over now
-        elif job.state not in (INTERRUPTED, FAILED, CANCELLED):
-            raise JobError(f"job {job_id} is {job.state}; only interrupted, failed or cancelled jobs resume")
+        elif job.state not in (INTERRUPTED, FAILED, CANCELLED, STOPPED):
+            raise JobError(f"job {job_id} is {job.state}; only interrupted, failed, stopped or cancelled "
+                           f"jobs resume")
         await self.owner.start()
         seen, job.state, job.error, job.finished_at, job.message = job.state, QUEUED, None, None, "resuming"
         if not await self._take_over(job, seen):
@@ -215,6 +223,8 @@ class JobRunner:
                 job.state, job.message = INTERRUPTED, "interrupted by shutdown"
             else:
                 job.state, job.message = CANCELLED, "cancelled"
+        except JobStopped as err:
+            job.state, job.message = STOPPED, str(err)
         except JobError as err:
             job.state, job.error = FAILED, str(err)
         except Exception as err:  # a bug or an unexpected failure: keep the job record honest

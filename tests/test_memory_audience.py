@@ -47,7 +47,7 @@ async def test_audiences_never_share_a_world_and_viewers_see_only_theirs(tmp_pat
     assert found.world.id == public.world_id and all(e.channel == "general" for e in found.evidence)
     assert (await engine.recall(staff, same + " again")).world.id == hidden.world_id
     digest = await engine.digest(everyone, T0 - timedelta(days=1))
-    assert [w["id"] for w in digest["new_worlds"]] == [public.world_id]
+    assert [w.id for w in digest.new_worlds] == [public.world_id]
     await close_engine(db, engine)
 
 

@@ -58,6 +58,9 @@ def test_import_then_worlds_json(tmp_path):
     football = {world_of[f"m{i}"] for i in range(len(COOKING) + 1, len(ids))}
     assert not cooking & football  # the two topics never share a world
     assert world_of["m4"] in cooking  # "ok" follows the world the channel was talking in
+    topics = {w["id"]: w["topic"] for w in worlds}
+    assert all(t[0].isupper() and "·" not in t for t in topics.values()), topics  # a phrase, not a list
+    assert any("pasta" in topics[w].lower().split() for w in cooking), topics
 
     again = run_bot(tmp_path, "import", str(history))
     assert again.returncode == 0 and "9 already stored, skipped" in again.stdout

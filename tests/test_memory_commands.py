@@ -56,13 +56,13 @@ async def test_memory_commands(tmp_path):
         assert listing.startswith("2 worlds") or listing.startswith("3 worlds"), listing
         engine = app.services["memory"]
         worlds = await engine.worlds("console:test")
-        pandas_world = next(w for w in worlds if "pandas" in w.topic or "csv" in w.topic)
+        pandas_world = next(w for w in worlds if "pandas" in w.topic.lower() or "csv" in w.topic.lower())
 
         shown = await bob.say(f"/world {pandas_world.id}")
         assert pandas_world.id in shown and "No beliefs extracted yet" in shown
         assert "no world matches" in await bob.say("/world nosuchthing")
         assert pandas_world.id in await bob.say(f"/world {pandas_world.id[:4]}")
-        word = next(w for w in ("pandas", "csv") if w in pandas_world.topic)
+        word = next(w for w in ("pandas", "csv") if w in pandas_world.topic.lower())
         assert pandas_world.id in await bob.say(f"/world {word.upper()}")
         assert "no world matches" in await bob.say("/world %")
 

@@ -12,6 +12,7 @@ import pytest
 
 from engine.config import LLMSection
 from engine.llm import LLMClient
+from engine.memory.digest import Digest
 from engine.memory.extraction import SYSTEM_PROMPT
 from engine.memory.models import utcnow
 from tests.fakes.openai_server import FakeOpenAI, Raw, completion
@@ -96,12 +97,11 @@ async def test_extraction_batches_dedupes_and_supersedes(tmp_path, server):
     world, beliefs = await engine.world(chat.scope, rows["Berlin"]["world_id"])
     assert [b.object for b in beliefs if not b.active] == ["Paris"]
     digest = await engine.digest(chat.scope, T0 - timedelta(days=1))
-    assert [(d["old"], d["new"]) for d in digest["superseded_beliefs"]] == [
+    assert [(d.old, d.new) for d in digest.superseded_beliefs] == [
         ("Alice lives in Paris", "Alice lives in Berlin")]
-    assert {d["text"] for d in digest["new_beliefs"]} == {"Alice lives in Berlin", "Alice works at Acme Corp"}
-    assert sum(d["added"] for d in digest["new_worlds"]) == 6 and digest["grown_worlds"] == []
-    assert await engine.digest(chat.scope, utcnow()) == {
-        "new_worlds": [], "grown_worlds": [], "new_beliefs": [], "superseded_beliefs": [], "merges": []}
+    assert {d.text for d in digest.new_beliefs} == {"Alice lives in Berlin", "Alice works at Acme Corp"}
+    assert sum(d.added for d in digest.new_worlds) == 6 and digest.grown_worlds == []
+    assert await engine.digest(chat.scope, utcnow()) == Digest()
 
     answer = await engine.ask(chat.scope, "Where does Alice live?")
     assert answer.answer == "Alice lives in Berlin [B3]."

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from engine.memory.importers import ImportFileError, read_history
+from engine.memory.importers import ImportFileError, load_history, read_history
 
 
 def write(tmp_path, name, content):
@@ -141,3 +141,28 @@ def test_not_utf8_and_missing_file(tmp_path):
         read_history(path)
     with pytest.raises(ImportFileError, match="cannot read"):
         read_history(tmp_path / "nope.json")
+
+
+def test_attached_files_come_along_for_search(tmp_path):
+    row = {"id": "1", "channel": "gen", "author": "ann", "ts": "2024-05-01T08:00:00Z", "text": "see the photo"}
+    _, records = read_history(write(tmp_path, "h.jsonl", jsonl({**row, "attachments": ["bike.jpg", "a red bike"]})))
+    assert records[0].attachments == ("bike.jpg", "a red bike")
+    with pytest.raises(ImportFileError, match="line 1: attachments must be a list of strings"):
+        read_history(write(tmp_path, "bad.jsonl", jsonl({**row, "attachments": "bike.jpg"})))
+
+    chat = {"id": 5, "messages": [
+        {"id": 1, "type": "message", "date": "2024-03-01T08:00:00", "from": "Ann", "text": "the minutes",
+         "file": "files/minutes.pdf", "file_name": "Minutes March.pdf"},
+        {"id": 2, "type": "message", "date": "2024-03-01T08:01:00", "from": "Bob", "text": "holiday!",
+         "photo": "photos/photo_1@01-03-2024.jpg"},
+        {"id": 3, "type": "message", "date": "2024-03-01T08:02:00", "from": "Bob", "text": "the slides",
+         "file": "(File not included. Change data exporting settings to download.)"}]}
+    _, records = read_history(write(tmp_path, "result.json", chat))
+    assert [r.attachments for r in records] == [("Minutes March.pdf",), (), ()]
+
+    doc = {**DISCORD, "messages": [{**DISCORD["messages"][0], "attachments": [
+        {"id": "5", "url": "https://cdn/x.png", "fileName": "resin_print.png", "fileSizeBytes": 100}]}]}
+    _, records = read_history(write(tmp_path, "d.json", doc))
+    assert records[0].attachments == ("resin_print.png",)
+    _, messages = load_history(tmp_path / "d.json", "discord:900")
+    assert messages[0].attachments == ("resin_print.png",)

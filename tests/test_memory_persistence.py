@@ -22,7 +22,7 @@ async def test_restart_keeps_worlds_index_and_channel(tmp_path):
     db, engine = await open_engine(tmp_path / "m.db", **SETTINGS)
     after = {w.id: (w.topic, w.access_count, w.evidence) for w in await engine.worlds(chat.scope)}
     assert after == before and len(after) == 2
-    index = engine._scopes[chat.scope].index("")
+    index = engine.cache.scopes[chat.scope].index("")
     for wid, vec in centroids.items():
         assert np.allclose(index.vector(wid), vec, atol=1e-5)
     # The rebuilt index routes new messages to the old worlds.

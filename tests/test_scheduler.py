@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from bot.neutral import Reply, Sent
-from bot.scheduler import daily, previous_fire
+from bot.scheduler import build_digest, daily, previous_fire
 from tests.chat_helpers import Outlet, make_app
+from tests.memory_helpers import Chat
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -102,6 +103,21 @@ async def test_a_forced_fire_posts_the_digest_to_its_channel_only(tmp_path, post
     # the next digest covers only what happened since this one
     assert await sched.post_digest("test:a", "1")
     assert "flood forecast" not in posts[("test:a", "1")][1]
+    await app.close()
+
+
+async def test_the_digest_lists_what_memory_learned_by_topic(tmp_path):
+    app = await started_app(tmp_path)
+    memory = app.services["memory"]
+    chat = Chat("test:a", "1")
+    for text in ("the harbour strike starts on monday", "dock workers at the harbour vote on the strike",
+                 "the harbour strike could last a week"):
+        await memory.ingest(chat.msg(text))
+    await memory.ingest(chat.msg("my sourdough bread did not rise in the oven"))
+    (bread,) = [w for w in await memory.worlds("test:a") if w.evidence == 1]
+    (harbour,) = [w for w in await memory.worlds("test:a") if w.evidence == 3]
+    digest = await build_digest(app, "test:a", "2000-01-01T00:00:00+00:00", "1")
+    assert f"New worlds:\n• {harbour.topic} (3 messages)\n• {bread.topic} (1 message)" in digest, digest
     await app.close()
 
 

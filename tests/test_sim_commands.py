@@ -43,6 +43,9 @@ def test_cli_runs_all_five_steps_and_says_where_the_report_is(openai_server, emb
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "1/5 ontology" in captured.err and "4/5 run" in captured.err and "5/5 report" in captured.err
+    assert "6 agents at most, 3 rounds; estimated about" in captured.err   # before it starts
+    assert "latest on" not in captured.err   # the bar keeps to one line (the chat shows the latest post)
+    assert "cost unknown (no price for the model)" in captured.out and "$" not in captured.out
     assert f"report: {out_dir / 'report' / 'report.md'}" in captured.out
     assert f"charts: {out_dir / 'report' / 'charts'}" in captured.out
     config = json.loads((out_dir / "simulation_config.json").read_text())

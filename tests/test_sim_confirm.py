@@ -6,7 +6,9 @@ from pathlib import Path
 from bot.adapters.console import Console
 from bot.app import App
 from engine.config import load_config, parse_config
+from engine.documents import Document
 from engine.sim.estimate import estimate
+from engine.sim.sizing import Sizes
 from tests.fakes.sim_responder import SimResponder
 from tests.llm_fixtures import embedder, fake_openai, openai_server  # noqa: F401
 
@@ -15,13 +17,14 @@ SAMPLE = Path(__file__).parent / "data" / "harbour_strike.md"
 
 def test_estimate_grows_with_document_agents_and_rounds_and_prices_the_model():
     cfg = parse_config({"llm": {"model": "m", "prices": {"m": {"input": 1.0, "output": 2.0}}}})
-    base = estimate(cfg, 3_000, 10, 4)
-    assert estimate(cfg, 30_000, 10, 4).tokens > base.tokens
-    assert estimate(cfg, 3_000, 40, 4).calls > base.calls
-    assert estimate(cfg, 3_000, 10, 40).tokens > base.tokens
+    short, long = [Document("a.txt", "word " * 600)], [Document("a.txt", "word " * 6_000)]
+    base = estimate(cfg, short, "what next?", Sizes(10, 4))
+    assert estimate(cfg, long, "what next?", Sizes(10, 4)).tokens > base.tokens
+    assert estimate(cfg, short, "what next?", Sizes(40, 4)).calls > base.calls
+    assert estimate(cfg, short, "what next?", Sizes(10, 40)).tokens > base.tokens
     assert base.usd is not None and 0 < base.usd < base.tokens * 2.0 / 1e6
-    assert estimate(parse_config({}), 3_000, 10, 4).usd is None
-    assert "cost unknown" in estimate(parse_config({}), 3_000, 10, 4).describe()
+    assert estimate(parse_config({}), short, "what next?", Sizes(10, 4)).usd is None
+    assert "cost unknown" in estimate(parse_config({}), short, "what next?", Sizes(10, 4)).describe()
 
 
 async def test_costly_simulation_waits_for_confirm_from_the_same_person(openai_server, embedder, tmp_path, capsys):
@@ -35,7 +38,7 @@ async def test_costly_simulation_waits_for_confirm_from_the_same_person(openai_s
     try:
         await console.handle_line(f"/simulate {SAMPLE} How will the strike end? --agents 3 --rounds 2")
         out = capsys.readouterr().out
-        assert "This simulation would take about" in out and "≈ $" in out
+        assert "would take about" in out and "≈ $" in out and "3 agents at most, 2 rounds" in out
         assert await app.jobs.list() == [] and not openai_server.requests  # nothing started yet
         code = out.split("/confirm ", 1)[1].split()[0]
         await console.handle_line("/confirm nope")

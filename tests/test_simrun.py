@@ -94,7 +94,8 @@ async def test_kill_resume_after_restart_and_stop(tmp_path, db, llm):
     # 3. a graceful stop lands at the end of a round
     assert await runs.stop("s2")
     stopped = await jobs.wait(job.id)
-    assert stopped.state == "failed" and "stopped after round" in stopped.error and "on request" in stopped.error
+    assert stopped.state == "stopped" and stopped.error is None
+    assert "stopped after round" in stopped.message and "on request" in stopped.message
     state = await runs.get("s2")
     assert state.status == "stopped" and not state.live
     for platform in ("twitter", "reddit"):

@@ -328,6 +328,8 @@ class DiscordAdapter(Adapter):
             platform="discord", scope=self.scope_of(guild_id, message.author.id), channel=str(message.channel.id),
             author_id=str(message.author.id), author_name=message.author.display_name, text=message.content,
             message_id=str(message.id), ts=message.created_at, conventions=self.conventions,
+            attachments=[Attachment(a.filename, size=a.size, url=a.url, caption=a.description or "")
+                         for a in message.attachments],  # names for memory; chat text never takes files
             audience=audience_of(message.channel) if message.guild else PUBLIC)
 
     async def is_owner(self, user: discord.abc.User) -> bool:

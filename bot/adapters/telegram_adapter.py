@@ -219,4 +219,6 @@ class TelegramAdapter(Adapter):
             source = message if message.document else message.reply_to_message
             found = self._attachment(message, source) if source is not None else None
             incoming.attachments = [found] if found is not None else []
+        elif message.document is not None:  # a file shared in the chat: memory keeps its name with the caption
+            incoming.attachments = [self._attachment(message, message)]
         await self.app.dispatch(incoming, reply)

@@ -31,12 +31,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="<command>")
     for name in COMMANDS:
         importlib.import_module(name).register(sub)
+    parser.subcommands = sub.choices  # name -> its parser, whose usage lists its options
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # the sub-command's usage lists the options it does take
+        parser.subcommands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:  # `run` is the default
         args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "run"])
     try:

@@ -3,6 +3,7 @@ simulation pipeline from the terminal, one progress bar per step. `--resume SIM_
 a simulation at its first unfinished step. It is the same job that chat /simulate starts."""
 from __future__ import annotations
 
+import asyncio
 import getpass
 import sys
 from pathlib import Path
@@ -10,9 +11,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bot.app import App
-from engine.documents import DocumentError, check_document
+from engine.documents import DocumentError, check_document, read_documents
 from engine.jobs import JobError
-from engine.sim import pipeline
+from engine.sim import pipeline, sizing
+from engine.sim.estimate import estimate
 
 FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.simrun",
             "bot.features.report"]
@@ -51,7 +53,9 @@ class _Bars:
         if fraction is not None and self.bar is not None:
             self.bar.n = int(round(fraction * 100))
         if self.bar is not None:
-            self.bar.set_postfix_str(event.job.message.split(": ", 1)[-1][:60], refresh=True)
+            # one line only: tqdm redraws its own line, and a line break would strand the old text
+            line = event.job.message.split("\n", 1)[0].split(": ", 1)[-1]
+            self.bar.set_postfix_str(line[:60], refresh=True)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -86,6 +90,14 @@ async def simulate(args, config) -> int:
             try:
                 for f in files:
                     check_document(f, config.documents)
+                sizing.check(args.agents, args.rounds)
+                sizes = sizing.resolve(config.simulation, args.agents, args.rounds)
+                docs = await read_documents(files, config.documents)
+                cost = await asyncio.to_thread(estimate, config, docs, args.requirement, sizes)
+                print(f"{len(docs)} document(s), {sizes.agents} agents at most, {sizes.rounds} rounds; "
+                      f"estimated {cost.describe()}", file=sys.stderr)
+                for note in sizes.notes:
+                    print(f"note: {note}", file=sys.stderr)
                 sim_id, _ = await pipeline.create_simulation(
                     app.db, config, files, args.requirement, SCOPE, agents=args.agents, rounds=args.rounds,
                     folder=Path(args.out).expanduser() if args.out else None)
@@ -102,8 +114,10 @@ async def simulate(args, config) -> int:
             print(f"continue it with: python -m bot simulate --resume {sim_id}", file=sys.stderr)
             return 1
         result = job.result or {}
+        priced = config.llm.prices.get(config.llm.model) is not None
+        cost = f"≈ ${result.get('cost_usd', 0):.4f}" if priced else "cost unknown (no price for the model)"
         print(f"simulation {sim_id}: {result.get('llm_calls', 0)} LLM calls, {result.get('tokens', 0):,} tokens, "
-              f"~${result.get('cost_usd', 0):.4f}")
+              f"{cost}")
         for name, summary in result.get("steps", {}).items():
             shown = ", ".join(f"{k}={v}" for k, v in summary.items() if not isinstance(v, (list, dict)))
             print(f"  {name}: {shown}")

@@ -5,6 +5,7 @@ Discord renders the same definition as an app command with typed options.
 """
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,6 +114,11 @@ def _convert(arg: Arg, value: str) -> Any:
     return value.lower() if arg.type == "choice" else value
 
 
+# What an option looks like; in a command that takes options, an unknown one is an error rather
+# than words of its text (``/simulate f.txt what next --bogus 3`` would end up in the requirement).
+_OPTION = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*")
+
+
 def parse_text_args(command: Command, text: str, attachments: list[Attachment],
                     files_from_text: bool = False, attach_hint: str = "") -> dict[str, Any]:
     """Parse '/name args…' text. ``files_from_text``: leading tokens naming files are attachments
@@ -134,6 +140,9 @@ def parse_text_args(command: Command, text: str, attachments: list[Attachment],
             values[arg.name] = _convert(arg, tokens[i + 1])
             i += 2
             continue
+        if options and _OPTION.fullmatch(tok):
+            valid = ", ".join(f"--{name}" for name in options)
+            raise UsageError(f"unknown option {tok}; /{command.name} takes {valid}. Usage: {command.usage()}")
         rest.append(tok)
         i += 1
     for arg in command.args:

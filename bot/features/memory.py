@@ -108,8 +108,9 @@ def setup(app) -> None:
     async def remember(msg: Incoming) -> None:
         if not cfg.memory.enabled or not msg.text.strip():
             return
+        files = tuple(part for a in msg.attachments for part in (a.filename, a.caption) if part)
         await queue.put(MemoryMessage(msg.scope, msg.channel, msg.message_id, msg.author_name, msg.text, msg.ts,
-                                      author_id=msg.author_id, audience=msg.audience))
+                                      author_id=msg.author_id, audience=msg.audience, attachments=files))
 
     app.listeners.append(remember)
     app.settle_hooks.append(queue.settled)

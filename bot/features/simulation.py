@@ -8,13 +8,14 @@ it and to administrators.
 """
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.permissions import ADMIN, ByAction, Permission, StarterOrAdmin
 from engine.documents import read_documents
 from engine.jobs import JobError
-from engine.sim import pipeline
+from engine.sim import pipeline, sizing
 from engine.sim.estimate import estimate
 from engine.sim.graphstore import GraphStore
 from engine.embedder import Embedder
@@ -68,6 +69,10 @@ def setup(app) -> None:
     async def simulate(ctx: CommandContext) -> None:
         if "llm" not in app.services:
             raise UsageError("simulations need an LLM: set [llm] base_url in config.toml")
+        try:
+            sizing.check(ctx.args.get("agents"), ctx.args.get("rounds"))
+        except JobError as err:
+            raise UsageError(str(err)) from None
         attachments = ctx.args["files"]
         paths = []
         for att in attachments:
@@ -77,10 +82,10 @@ def setup(app) -> None:
         if len(paths) > app.config.documents.max_files:
             raise UsageError(f"too many documents ({len(paths)}; the limit is {app.config.documents.max_files})")
         docs = await read_documents(paths, app.config.documents)
-        sim_cfg = app.config.simulation
-        agents = min(ctx.args.get("agents") or sim_cfg.default_agents, sim_cfg.max_agents)
-        rounds = min(ctx.args.get("rounds") or sim_cfg.default_rounds, sim_cfg.max_rounds)
-        cost = estimate(app.config, sum(d.chars for d in docs), agents, rounds)
+        sizes = sizing.resolve(app.config.simulation, ctx.args.get("agents"), ctx.args.get("rounds"))
+        agents, rounds = sizes.agents, sizes.rounds
+        cost = await asyncio.to_thread(estimate, app.config, docs, ctx.args["requirement"], sizes)
+        clamps = "".join(f"\nNote: {note}." for note in sizes.notes)
 
         async def start() -> None:
             sim_id, spec = await pipeline.create_simulation(
@@ -92,13 +97,14 @@ def setup(app) -> None:
             await app.db.execute("UPDATE simulations SET job_id=? WHERE id=?", (job.id, sim_id))
             await ctx.reply.send(f"Simulation `{sim_id}` started (job `{job.id}`) with {len(spec.documents)} "
                                  f"document(s), {agents} agents at most, {rounds} rounds; estimated "
-                                 f"{cost.describe()}. /sim status {sim_id} shows its steps.")
+                                 f"{cost.describe()}. /sim status {sim_id} shows its steps.{clamps}")
 
         if _needs_confirmation(app.config, cost):
             confirmations = app.services["confirmations"]
             code = confirmations.ask(ctx.scope, ctx.message.author_id, start)
             app.files.hold(paths, confirmations.ttl_s)  # start() copies them once confirmed
-            await ctx.reply.send(f"This simulation would take {cost.describe()}. "
+            await ctx.reply.send(f"This simulation ({len(docs)} document(s), {agents} agents at most, "
+                                 f"{rounds} rounds) would take {cost.describe()}.{clamps}\n"
                                  f"Type /confirm {code} within 10 minutes to start it.")
             return
         await start()
@@ -157,10 +163,17 @@ async def status_text(app, row) -> str:
         pct = f" {job.progress * 100:.0f}%" if job.progress is not None and not job.finished else ""
         lines.append(f"job `{job.id}`: {job.state}{pct}" + (f" — {job.error}" if job.error else
                                                             (f" · {job.message}" if job.message else "")))
+    running = job is not None and job.state == "running"
     for number, (name, _) in enumerate(pipeline.STEPS, 1):
         info = done.get(name)
         if info is None:
-            lines.append(f"{number}. {name}: pending")
+            if running:  # the first unfinished step is the one under way
+                detail = job.message.split("\n", 1)[0].removeprefix(f"{name}: ")
+                shown = "" if detail.startswith("step ") else f" · {detail}"
+                lines.append(f"{number}. {name}: running{shown}")
+                running = False
+            else:
+                lines.append(f"{number}. {name}: pending")
             continue
         facts = ", ".join(f"{k} {v}" for k, v in info["summary"].items()
                           if isinstance(v, (int, float, str)) and not isinstance(v, bool))
@@ -170,6 +183,6 @@ async def status_text(app, row) -> str:
         from bot.features import simrun
         if (line := await simrun.run_status_line(app, row["id"])) is not None:
             lines.append(line)
-    if job is not None and job.state in ("interrupted", "failed", "cancelled"):
+    if job is not None and job.state in ("interrupted", "failed", "cancelled", "stopped"):
         lines.append(f"/resume {job.id} continues from the first unfinished step.")
     return "\n".join(lines)

@@ -5,7 +5,8 @@
   ladder of ``modes`` (``json_object`` carrying the schema, bare ``json_object``, plain
   prompting, the schema in the prompt for all three) at once, without retrying the refused
   mode, and the mode that worked is stored per endpoint and model. Broken or truncated JSON
-  is repaired (json-repair); an answer that still does not validate is asked again with the
+  is repaired (json-repair), unless the caller passes ``repair=False`` (then it counts as
+  invalid); an answer that still does not validate is asked again with the
   validation errors.
 - ``chat(messages)`` returns the text; ``complete(messages, tools=...)`` the raw assistant
   message (tool calls included) for agents that call tools natively.
@@ -127,8 +128,10 @@ class LLMClient:
         return response.choices[0].message
 
     async def structured(self, model_cls: type[T], messages: Messages, *, fast: bool = False,
-                         job: str | None = None, scope: str | None = None, **kwargs: Any) -> T:
-        """Ask for an answer that validates as ``model_cls`` and return it."""
+                         job: str | None = None, scope: str | None = None, repair: bool = True,
+                         **kwargs: Any) -> T:
+        """Ask for an answer that validates as ``model_cls`` and return it. ``repair`` False:
+        broken or truncated JSON is not mended but asked again like any invalid answer."""
         model = self.model_name(fast)
         history = list(messages)
         errors = ""
@@ -148,7 +151,7 @@ class LLMClient:
             choice = response.choices[0]
             content = choice.message.content or ""
             try:
-                data = coerce(model_cls, extract_json(content))
+                data = coerce(model_cls, extract_json(content, repair=repair))
                 return model_cls.model_validate(data)
             except (ValidationError, ValueError) as err:
                 errors = _describe(err)

@@ -54,8 +54,9 @@ def schema_instruction(model: type[BaseModel]) -> str:
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)(?:```|$)", re.S)
 
 
-def extract_json(text: str) -> Any:
-    """Best-effort parse of an answer that should be JSON (repairs broken or truncated JSON)."""
+def extract_json(text: str, repair: bool = True) -> Any:
+    """Best-effort parse of an answer that should be JSON: repairs broken or truncated JSON, or
+    with ``repair`` False raises ValueError for it (for callers to whom such text is garbage)."""
     text = (text or "").strip()
     fenced = _FENCE.search(text)
     if fenced:
@@ -67,7 +68,9 @@ def extract_json(text: str) -> Any:
         return None
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
+    except json.JSONDecodeError as err:
+        if not repair:
+            raise ValueError(f"the answer is not well-formed JSON ({err.msg} at character {err.pos})") from None
         return json_repair.loads(text)
 
 

@@ -2,13 +2,21 @@
 
 A belief seen again raises its confidence (noisy-or) instead of being duplicated. A belief
 marked exclusive (the subject holds one object for that predicate at a time: lives in, works
-at, meets on) supersedes the active ones with another object: they get invalid_at and the id
-of their successor, and stay in the history.
+at, meets on) ends the other objects' validity, and time decides the order, not the order of
+extraction: a belief is valid from the time of its source messages, supersedes only what was
+valid before that time, and when something with another object was stated after it (an old
+message extracted late: an import, a backlog), it is stored already superseded by that newer
+belief. So ``invalid_at`` is never before ``valid_from``, and superseded beliefs stay in the
+history.
+
+A belief lands in the world holding most of its source messages (``store``); the latest
+source's world breaks a tie, so one extraction call can serve messages of many worlds.
 """
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -57,43 +65,118 @@ def belief_from_row(row) -> Belief:
 
 async def apply(conn: aiosqlite.Connection, scope: str, world_id: str, beliefs: list[NewBelief],
                 embeddings: np.ndarray, now: datetime) -> dict[str, int]:
-    """Add beliefs to a world inside the caller's transaction; returns counts by outcome."""
-    counts = {"new": 0, "reinforced": 0, "superseded": 0}
+    """Add beliefs to a world inside the caller's transaction; returns counts by outcome (new,
+    reinforced, superseded: older beliefs it ended; outdated: stored already superseded)."""
+    counts = {"new": 0, "reinforced": 0, "superseded": 0, "outdated": 0}
     for belief, vec in zip(beliefs, embeddings):
         key = f"{norm(belief.subject)}|{norm(belief.predicate)}"
         obj = norm(belief.object)
         if not key.strip("|") or not obj:
             continue
         conf = min(max(float(belief.confidence), 0.0), 1.0)
+        at = _utc(belief.valid_from)
         async with conn.execute(
-                "SELECT id, confidence, sources FROM beliefs WHERE world_id=? AND norm_key=? AND "
-                "norm_object=? AND invalid_at IS NULL", (world_id, key, obj)) as cur:
-            same = await cur.fetchone()
+                "SELECT id, norm_object, confidence, sources, valid_from, invalid_at FROM beliefs "
+                "WHERE world_id=? AND norm_key=? ORDER BY valid_from, id", (world_id, key)) as cur:
+            timeline = [_Held(r["id"], r["norm_object"], r["confidence"], r["sources"], parse_ts(r["valid_from"]),
+                              parse_ts(r["invalid_at"]) if r["invalid_at"] else None) for r in await cur.fetchall()]
+        same = _same_fact(timeline, obj, at, belief.exclusive)
         if same is not None:
-            sources = sorted(set(json.loads(same["sources"])) | set(belief.sources))
+            sources = sorted(set(json.loads(same.sources)) | set(belief.sources))
             await conn.execute(
                 "UPDATE beliefs SET confidence=?, sources=?, decayed_at=? WHERE id=?",
-                (combine(same["confidence"], conf), json.dumps(sources), iso(now), same["id"]))
+                (combine(same.confidence, conf), json.dumps(sources), iso(now), same.id))
             counts["reinforced"] += 1
             continue
+        others = [h for h in timeline if h.obj != obj]
+        # The first other value stated after this one ends it at once.
+        later = next((h for h in others if h.valid_from > at), None) if belief.exclusive else None
         cur = await conn.execute(
             "INSERT INTO beliefs(scope, world_id, subject, predicate, object, norm_key, norm_object,"
-            " confidence, sources, learned_at, valid_from, decayed_at, embedding)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " confidence, sources, learned_at, valid_from, invalid_at, superseded_by, decayed_at, embedding)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (scope, world_id, belief.subject.strip(), belief.predicate.strip(), belief.object.strip(),
-             key, obj, conf, json.dumps(sorted(set(belief.sources))), iso(now), iso(belief.valid_from),
-             iso(now), to_blob(vec)))
+             key, obj, conf, json.dumps(sorted(set(belief.sources))), iso(now), iso(at),
+             iso(later.valid_from) if later else None, later.id if later else None, iso(now), to_blob(vec)))
         new_id = cur.lastrowid
         await cur.close()
         counts["new"] += 1
+        counts["outdated"] += later is not None
         if belief.exclusive:
-            cur = await conn.execute(
-                "UPDATE beliefs SET invalid_at=?, superseded_by=? WHERE world_id=? AND norm_key=? "
-                "AND norm_object<>? AND invalid_at IS NULL",
-                (iso(belief.valid_from), new_id, world_id, key, obj))
-            counts["superseded"] += cur.rowcount
-            await cur.close()
+            # What held at that time ends there (an old value still active, or a past one whose
+            # validity this statement cuts short).
+            ended = [h.id for h in others if h.valid_from <= at and (h.invalid_at is None or h.invalid_at > at)]
+            if ended:
+                await conn.executemany("UPDATE beliefs SET invalid_at=?, superseded_by=? WHERE id=?",
+                                       [(iso(at), new_id, i) for i in ended])
+                counts["superseded"] += len(ended)
     return counts
+
+
+@dataclass
+class _Held:
+    """A stored belief with the same subject and predicate, as the timeline sees it."""
+    id: int
+    obj: str
+    confidence: float
+    sources: str
+    valid_from: datetime
+    invalid_at: datetime | None
+
+    def holds_at(self, at: datetime) -> bool:
+        return self.valid_from <= at and (self.invalid_at is None or self.invalid_at > at)
+
+
+def _same_fact(timeline: list[_Held], obj: str, at: datetime, exclusive: bool) -> _Held | None:
+    """The stored belief a new statement of ``obj`` at ``at`` confirms: the one holding at that
+    time, else the active one, unless (for an exclusive belief) another value was stated in
+    between, which makes this an earlier episode of its own."""
+    same = [h for h in timeline if h.obj == obj]
+    held = next((h for h in same if h.holds_at(at)), None)
+    if held is not None:
+        return held
+    active = next((h for h in same if h.invalid_at is None), None)
+    if active is None:
+        return None
+    if exclusive and any(h.obj != obj and at <= h.valid_from < active.valid_from for h in timeline):
+        return None
+    return active
+
+
+def _utc(ts: datetime) -> datetime:
+    return parse_ts(iso(ts))
+
+
+def home_world(source_worlds: list[str]) -> str:
+    """The world of most sources (in chat order); a tie goes to the latest source's world."""
+    counts = Counter(source_worlds)
+    best = max(counts.values())
+    return next(w for w in reversed(source_worlds) if counts[w] == best)
+
+
+async def store(conn: aiosqlite.Connection, scope: str, found: list[NewBelief], embeddings,
+                now: datetime) -> set[str]:
+    """Add extracted beliefs, each to the world that holds its source messages now (a merge or an
+    audience change may have moved them since they were read); sources forgotten meanwhile are
+    dropped, and a belief with none left is. Returns the worlds that changed."""
+    ids = sorted({s for b in found for s in b.sources})
+    where: dict[int, str] = {}
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        async with conn.execute(
+                f"SELECT id, world_id FROM memory_messages WHERE scope=? AND id IN ({','.join('?' * len(part))})",
+                (scope, *part)) as cur:
+            where.update({r["id"]: r["world_id"] for r in await cur.fetchall()})
+    touched: set[str] = set()
+    for belief, vec in zip(found, embeddings):
+        kept = sorted(s for s in set(belief.sources) if s in where)
+        if not kept:
+            continue
+        world = home_world([where[s] for s in kept])
+        belief.sources = kept
+        await apply(conn, scope, world, [belief], np.asarray([vec]), now)
+        touched.add(world)
+    return touched
 
 
 async def fold_duplicates(conn: aiosqlite.Connection, world_id: str) -> int:

@@ -2,7 +2,8 @@
 
 ``load_history`` turns a file into ``MemoryMessage``s of one scope for
 ``MemoryEngine.ingest_many``. Each parser returns ``ChatRecord``s in chronological order (stable for equal times).
-``detect_format`` guesses the format from the content, not the file name. A broken or
+``detect_format`` guesses the format from the content, not the file name. Attached files'
+names (and, in JSONL, any captions) come along so memory can search them with the text. A broken or
 unexpected file raises ``ImportFileError`` with one message that says where (the line number
 for JSONL, the message index for the JSON exports).
 """
@@ -17,7 +18,7 @@ from typing import Any, Callable
 from engine.memory.models import MemoryMessage
 
 FORMATS = ("jsonl", "telegram", "discord")
-JSONL_FIELDS = ("id", "channel", "author", "ts", "text")
+JSONL_FIELDS = ("id", "channel", "author", "ts", "text")  # required; "attachments" (names/captions) optional
 # DiscordChatExporter message types that carry what a person wrote; the others are
 # system notices (joins, pins, boosts) whose content the exporter generates.
 DISCORD_TEXT_TYPES = {"Default", "Reply"}
@@ -34,6 +35,7 @@ class ChatRecord:
     author: str
     text: str
     ts: datetime  # timezone-aware, UTC
+    attachments: tuple[str, ...] = ()  # names (and captions) of its attached files
 
 
 def parse_time(value: Any) -> datetime:
@@ -101,9 +103,12 @@ def parse_jsonl(path: Path, text: str | None = None) -> list[ChatRecord]:
             ts = parse_time(obj["ts"])
         except ValueError as err:
             raise ImportFileError(f"{where}: ts: {err}") from None
+        files = obj.get("attachments", [])
+        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
+            raise ImportFileError(f"{where}: attachments must be a list of strings")
         if obj["text"].strip():
             records.append(ChatRecord(str(obj["id"]), str(obj["channel"]), str(obj["author"]),
-                                      obj["text"], ts))
+                                      obj["text"], ts, tuple(files)))
     return _chronological(records)
 
 
@@ -122,6 +127,15 @@ def telegram_text(value: Any) -> str:
                 raise ValueError(f"unexpected text segment {part!r:.60}")
         return "".join(parts)
     raise ValueError(f"text must be a string or a list, got {type(value).__name__}")
+
+
+def _telegram_file(msg: dict) -> tuple[str, ...]:
+    """The shared file's name: ``file_name``, else the exported file's own name (a photo's is a
+    generated one, and an export without files says "(File not included...)" instead)."""
+    name = msg.get("file_name") or msg.get("file")
+    if not isinstance(name, str) or not name.strip() or name.startswith("("):
+        return ()
+    return (Path(name).name,)
 
 
 def _telegram_chats(path: Path, data: dict) -> list[dict]:
@@ -165,7 +179,7 @@ def parse_telegram(path: Path, data: Any = None) -> list[ChatRecord]:
                 continue  # photos, stickers and files without a caption
             author = msg.get("from") or msg.get("from_id") or "unknown"
             mid = f"{chat_id}/{msg['id']}" if several else str(msg["id"])
-            records.append(ChatRecord(mid, chat_id, str(author), text, ts))
+            records.append(ChatRecord(mid, chat_id, str(author), text, ts, _telegram_file(msg)))
     return _chronological(records)
 
 
@@ -194,7 +208,9 @@ def parse_discord(path: Path, data: Any = None) -> list[ChatRecord]:
             raise ImportFileError(f"{where}: timestamp: {err}") from None
         if content.strip():
             name = author.get("name") or author.get("nickname") or str(author.get("id", "unknown"))
-            records.append(ChatRecord(str(msg["id"]), channel_id, name, content, ts))
+            files = tuple(a["fileName"] for a in msg.get("attachments") or []
+                          if isinstance(a, dict) and isinstance(a.get("fileName"), str) and a["fileName"])
+            records.append(ChatRecord(str(msg["id"]), channel_id, name, content, ts, files))
     return _chronological(records)
 
 
@@ -248,4 +264,5 @@ def read_history(path: str | Path, fmt: str = "auto") -> tuple[str, list[ChatRec
 def load_history(path: str | Path, scope: str, fmt: str = "auto") -> tuple[str, list[MemoryMessage]]:
     """Parse a chat export into the scope's memory messages, oldest first."""
     fmt, records = read_history(path, fmt)
-    return fmt, [MemoryMessage(scope, r.channel, r.message_id, r.author, r.text, r.ts) for r in records]
+    return fmt, [MemoryMessage(scope, r.channel, r.message_id, r.author, r.text, r.ts, attachments=r.attachments)
+                 for r in records]

@@ -1,6 +1,7 @@
 """World lifecycle in storage: merging near-duplicate worlds, removing dead ones, forgetting.
 
-The engine calls these under the scope's lock and mirrors the changes in its index.
+The engine calls these under the scope's lock; ``merge_scope`` also mirrors its merges in the
+scope cache, the others leave that to their callers (engine.memory.storage).
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from engine.memory.beliefs import fold_duplicates
 from engine.memory.index import CentroidIndex
 from engine.memory.models import WorldState, iso, to_blob, utcnow
 from engine.memory.router import normalise
+from engine.memory.scope_cache import ScopeCache, ScopeState
+from engine.offload import run_cpu
 
 
 def merge_pairs(index: CentroidIndex, threshold: float) -> list[tuple[str, str, float]]:
@@ -55,6 +58,31 @@ async def merge_worlds(db: Database, scope: str, keep: WorldState, gone: WorldSt
             "INSERT INTO world_merges(scope, audience, kept_id, absorbed_id, absorbed_topic, similarity, merged_at)"
             " VALUES (?,?,?,?,?,?,?)", (scope, keep.audience, keep.id, gone.id, old["topic"], similarity, iso(utcnow())))
         await conn.execute("DELETE FROM worlds WHERE id=?", (gone.id,))
+
+
+async def merge_scope(db: Database, cache: ScopeCache, scope: str, state: ScopeState,
+                      threshold: float) -> list[dict]:
+    """Merge every pair of worlds at least ``threshold`` similar until none is left, within each
+    audience (worlds never merge across audiences). The larger world of a pair absorbs the other;
+    returns one {"kept", "absorbed", "similarity"} per merge, in order."""
+    merged = []
+    for index in list(state.indexes.values()):
+        while pairs := await run_cpu(merge_pairs, index, threshold):
+            for a, b, sim in pairs:
+                wa, wb = state.worlds[a], state.worlds[b]
+                keep, gone = (wa, wb) if (wa.access_count, wb.id) >= (wb.access_count, wa.id) else (wb, wa)
+                centroid = normalise(index.vector(keep.id) * keep.access_count
+                                     + index.vector(gone.id) * gone.access_count)
+                await merge_worlds(db, scope, keep, gone, centroid, sim)
+                index.upsert(keep.id, centroid)
+                index.remove(gone.id)
+                del state.worlds[gone.id]
+                keep.access_count += gone.access_count
+                keep.evidence += gone.evidence
+                cache.redirect_channels(gone.id, keep.id)
+                await cache.refresh_maturity(scope, [keep.id])
+                merged.append({"kept": keep.id, "absorbed": gone.id, "similarity": round(sim, 4)})
+    return merged
 
 
 async def remove_dead(db: Database, scope: str | None = None) -> list[tuple[str, str]]:

@@ -25,6 +25,11 @@ def iso(ts: datetime) -> str:
     return ts.astimezone(timezone.utc).isoformat(timespec="microseconds")
 
 
+def aware(ts: datetime) -> datetime:
+    """A naive timestamp read as UTC."""
+    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+
+
 def parse_ts(text: str) -> datetime:
     return datetime.fromisoformat(text)
 

@@ -11,9 +11,11 @@ same rankings 0.363, bm25 alone 0.411, cosine alone 0.164 (bench/RESULTS.md). Wo
 context and a small ranking signal (a message gains world_bonus x its world's centroid cosine
 when that world is among the nearest to the query), never a filter.
 
-The relevance floor: a query is answered only when its best candidate, message or belief, is
-at least ``recall_floor`` similar to it (cosine of MiniLM vectors); otherwise memory holds
-nothing about it (RecallResult.found is False) and ``ask`` makes no LLM call.
+The relevance floor: a query is answered only when some message or belief shares a search term
+with it (a bm25 match: a name, a resolved date, an attachment caption the text's vector knows
+nothing of) or its best candidate is at least ``recall_floor`` similar to it (cosine of MiniLM
+vectors); otherwise memory holds nothing about it (RecallResult.found is False) and ``ask``
+makes no LLM call.
 
 Privacy: every SQL statement here filters by the viewer (``viewer.where``), and the vector
 index is searched only in the audiences the viewer sees; rows it returns are loaded again
@@ -238,7 +240,8 @@ async def with_neighbours(db: Database, viewer: Viewer, ranked: list[tuple[objec
 async def recall(db: Database, embedder, index: MessageIndex, centroids: dict[str, CentroidIndex],
                  viewer: Viewer, query: str, k: int, tuning: Tuning) -> RecallResult:
     """The best ``k`` messages (neighbour turns included) and ``k`` beliefs of the whole scope the
-    viewer sees, each with its world; nothing when the best candidate is below the floor."""
+    viewer sees, each with its world; nothing when no word matches and the best candidate is
+    below the floor."""
     text = cap(query)
     # The keyword searches run on the database's thread while the query is embedded on another core.
     vectors, words, belief_words = await asyncio.gather(
@@ -251,7 +254,7 @@ async def recall(db: Database, embedder, index: MessageIndex, centroids: dict[st
     top = infos.get(near[0][0])
     ranked, best_message = await rank_messages(db, index, viewer, vec, dict(words), dict(near), tuning)
     beliefs, best_belief = await rank_beliefs(db, index, viewer, vec, dict(belief_words), k, tuning)
-    if max(best_message, best_belief) < tuning.floor:
+    if max(best_message, best_belief) < tuning.floor and not words and not belief_words:
         return RecallResult(top, near[0][1], [], [], {top.id: top} if top else {})
     evidence = await with_neighbours(db, viewer, ranked, k, tuning)
     wanted = sorted(({e.world_id for e in evidence} | {b.world_id for b in beliefs}) - set(infos))

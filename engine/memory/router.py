@@ -1,15 +1,21 @@
 """The routing rule: which world a message belongs to, and how absorbing moves a centroid.
 
-Pure functions over vectors and numbers; the engine holds the state and persists it.
+Functions over vectors and numbers, and ``route``, which applies the rule to a scope's cached
+state (engine.memory.scope_cache); the caller holds the scope's lock and persists the result.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engine.config import MemorySection
+from engine.memory.models import MemoryMessage, RouteResult, WorldState, aware, new_world_id
 from engine.memory.textutil import content_words
+
+if TYPE_CHECKING:
+    from engine.memory.scope_cache import ChannelState, ScopeState
 
 
 def threshold(cfg: MemorySection, maturity: float) -> float:
@@ -55,3 +61,47 @@ def choose(cfg: MemorySection, candidates: list[Candidate]) -> Candidate | None:
     """The most similar candidate that clears its own threshold, or None (a world is born)."""
     passing = [c for c in candidates if c.similarity >= threshold(cfg, c.maturity)]
     return max(passing, key=lambda c: c.similarity) if passing else None
+
+
+def route(cfg: MemorySection, state: "ScopeState", channel: "ChannelState", message: MemoryMessage,
+          vec: np.ndarray, audience: str) -> RouteResult:
+    """Route one message among the worlds of ``audience`` only (audiences never share a world):
+    absorb it into the nearest world that clears its threshold, let a short message follow the
+    channel's current world, or give birth to a world. Updates ``state`` and ``channel``."""
+    index = state.index(audience)
+    ts = aware(message.ts)
+    while channel.recent and (ts - channel.recent[0][0]).total_seconds() > cfg.context_window_s:
+        channel.recent.popleft()
+    context = [v for _, v in list(channel.recent)[-cfg.context_messages:]] if cfg.context_messages else []
+    query = routing_vector(cfg, vec, context)
+    candidates = [Candidate(wid, sim, state.worlds[wid].maturity) for wid, sim in index.search(query, cfg.candidates)]
+    chosen = choose(cfg, candidates)
+    short = is_short(cfg, message.text)
+    recent_world = (channel.world_id if channel.world_id in index and channel.last_ts is not None
+                    and (ts - channel.last_ts).total_seconds() <= cfg.short_window_s else None)
+    if chosen is not None:
+        world = state.worlds[chosen.world_id]
+        a = alpha(cfg, world.access_count, world.maturity)
+        index.upsert(world.id, absorb(index.vector(world.id), vec, a))
+        result = RouteResult(world.id, "absorb", chosen.similarity)
+    elif short and recent_world is not None:
+        # Little content of its own: it belongs to what the channel is talking about.
+        world = state.worlds[recent_world]
+        sim = next((c.similarity for c in candidates if c.world_id == world.id),
+                   float(index.vector(world.id) @ query))
+        result = RouteResult(world.id, "follow", sim)
+    else:
+        world = WorldState(new_world_id(), 0, audience=audience)
+        while world.id in state.worlds:
+            world.id = new_world_id()
+        state.worlds[world.id] = world
+        index.upsert(world.id, vec)
+        result = RouteResult(world.id, "birth", 1.0)
+    world.access_count += 1
+    world.evidence += 1
+    channel.world_id, channel.last_ts = world.id, ts
+    if not short:
+        channel.recent.append((ts, vec))
+        while len(channel.recent) > max(cfg.context_messages, 1):
+            channel.recent.popleft()
+    return result

@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from engine.config import SimulationSection
 from engine.jobs import JobError
 from engine.llm import InvalidAnswer
 from engine.sim import personas as persona_gen
+from engine.sim import sizing
 from engine.sim.envmodels import (CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES, AgentConfig, EventConfig,
                                   InitialPost, PlatformConfig, ScheduledEvent, SimulationConfig, TimeConfig)
 from engine.sim.graphstore import EntityRecord, normalise_name
@@ -76,9 +78,8 @@ def usernames(names: list[str]) -> list[str]:
     return out
 
 
-def time_config(ctx: "SimContext") -> TimeConfig:
-    cfg = ctx.config.simulation
-    rounds = max(1, min(ctx.spec.rounds or cfg.default_rounds, cfg.max_rounds))
+def time_config(cfg: SimulationSection, rounds: int) -> TimeConfig:
+    """The simulated clock of ``rounds`` rounds (already resolved by ``sizing``)."""
     return TimeConfig(total_hours=max(1, math.ceil(rounds * cfg.minutes_per_round / 60)),
                       minutes_per_round=cfg.minutes_per_round, rounds=rounds, start_hour=cfg.start_hour,
                       activity_by_hour=list(cfg.activity_by_hour))
@@ -161,14 +162,15 @@ async def step(ctx: "SimContext") -> dict:
     cfg = ctx.config.simulation
     ontology = Ontology.model_validate_json(ctx.path("ontology.json").read_text(encoding="utf-8"))
     entities = await ctx.graph.entities(ctx.sim_id)
-    wanted = max(1, min(ctx.spec.agents or cfg.default_agents, cfg.max_agents))
+    sizes = sizing.resolve(cfg, ctx.spec.agents, ctx.spec.rounds)
+    wanted = sizes.agents
     chosen = select_agents(entities, ontology, wanted)
     if not chosen:
         raise JobError("the documents name no actors who could take part in a simulation "
                        "(no people or organizations were found)")
     seed = int(hashlib.sha256(ctx.sim_id.encode()).hexdigest()[:8], 16)
     rng = random.Random(seed)
-    time = time_config(ctx)
+    time = time_config(cfg, sizes.rounds)
     hours = active_hours(time.activity_by_hour)
     await ctx.progress(0.05, f"{len(chosen)} agents chosen from {len(entities)} entities")
     people = await persona_gen.generate(ctx, chosen, hours, rng)

@@ -148,6 +148,11 @@ def batch_prompt(entities: list[EntityRecord], facts: dict[str, list[str]], requ
             {"role": "user", "content": f"Simulated question: {requirement}\n\nEntities:\n" + "\n".join(lines)}]
 
 
+def batch_members(count: int, size: int) -> list[list[int]]:
+    """The agents (by index) of each persona request: ``size`` per request, in order."""
+    return [list(range(i, min(i + size, count))) for i in range(0, count, size)]
+
+
 async def generate(ctx: "SimContext", entities: list[EntityRecord], active_hours: list[int],
                    rng: random.Random) -> list[Persona]:
     """Personas for ``entities`` in order (batched, bounded, cached, defaults for gaps)."""
@@ -157,8 +162,7 @@ async def generate(ctx: "SimContext", entities: list[EntityRecord], active_hours
         facts.setdefault(f.source, []).append(f.fact)
         facts.setdefault(f.target, []).append(f.fact)
     fallbacks = [default_persona(e, rng, active_hours, ctx.spec.requirement) for e in entities]
-    batches = [list(range(i, min(i + cfg.persona_batch, len(entities))))
-               for i in range(0, len(entities), cfg.persona_batch)]
+    batches = batch_members(len(entities), cfg.persona_batch)
     cache = ctx.folder / "personas"
     cache.mkdir(parents=True, exist_ok=True)
     slots = asyncio.Semaphore(cfg.persona_concurrency)

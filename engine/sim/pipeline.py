@@ -46,7 +46,7 @@ from engine.config import Config
 from engine.db import Database
 from engine.jobs import JobContext, JobError
 from engine.llm import LLMClient
-from engine.sim import environment, graph, ontology
+from engine.sim import environment, graph, ontology, sizing
 from engine.sim.graphstore import GraphStore
 from engine.sim.vectors import TextEmbedder
 
@@ -123,10 +123,7 @@ async def create_simulation(db: Database, config: Config, files: list[Path], req
     requirement = requirement.strip()
     if not requirement:
         raise JobError("say what the simulation should predict (the requirement is empty)")
-    if agents is not None and agents < 1:
-        raise JobError("the number of agents must be at least 1")
-    if rounds is not None and rounds < 1:
-        raise JobError("the number of rounds must be at least 1")
+    sizing.check(agents, rounds)
     sim_id = secrets.token_hex(4)
     folder = (folder or sims_dir(config) / sim_id).resolve()
     if folder.exists() and any(folder.iterdir()):

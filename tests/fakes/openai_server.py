@@ -246,3 +246,36 @@ class SocialResponder:
             return completion(tool_calls=[{"id": f"call_{n}", "name": "create_post",
                                            "arguments": {"content": f"Post {n}: my take on the news"}}])
         return completion(tool_calls=[{"id": f"call_{n}", "name": "do_nothing", "arguments": {}}])
+
+
+def sent_chars(body: dict) -> int:
+    """Characters a request sends the model: message texts, tool calls and tool schemas."""
+    chars = 0
+    for m in body.get("messages") or []:
+        chars += len(m.get("content") or "") if isinstance(m.get("content"), (str, type(None))) else len(
+            json.dumps(m["content"]))
+        for call in m.get("tool_calls") or []:
+            chars += len(call["function"]["name"]) + len(call["function"].get("arguments") or "")
+    return chars + (len(json.dumps(body["tools"])) if body.get("tools") else 0)
+
+
+class Metered:
+    """Reports usage as a tokenizer roughly would (about 4 characters per token) for whatever
+    ``answer`` (another responder) replies: prompt tokens from what the request sent, completion
+    tokens from what the answer says. Other fakes report a token count fixed per answer."""
+
+    def __init__(self, answer: Responder):
+        self.answer = answer
+
+    def __call__(self, body: dict) -> "str | dict | Raw":
+        reply = self.answer(body)
+        if isinstance(reply, str):
+            reply = completion(reply, model=body.get("model", "fake-model"))
+        whole = reply.body if isinstance(reply, Raw) else reply
+        if isinstance(whole, dict) and whole.get("choices"):
+            message = whole["choices"][0]["message"]
+            got = len(message.get("content") or "") + sum(
+                len(c["function"]["name"]) + len(c["function"]["arguments"]) for c in message.get("tool_calls") or [])
+            prompt, done = sent_chars(body) // 4 + 1, got // 4 + 1
+            whole["usage"] = {"prompt_tokens": prompt, "completion_tokens": done, "total_tokens": prompt + done}
+        return reply

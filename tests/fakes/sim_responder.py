@@ -123,7 +123,7 @@ def personas(body: dict) -> dict:
                     "bio": f"{name}, {etype.lower()} in Valmora.", "persona": f"{name} cares about the port.",
                     "stance": ["supportive", "opposing", "neutral", "undecided"][i % 4],
                     "activity_level": 0.2 + 0.1 * (i % 8), "posts_per_hour": 1.5,
-                    "active_hours": [7, 8, 9, 18, 19, 20, 25], "response_delay_rounds": i % 3})
+                    "active_hours": [*range(7, 23), 25], "response_delay_rounds": i % 3})
     return {"personas": out}
 
 

@@ -53,12 +53,32 @@ def active_steps(cfg: SimulationConfig, platform: str, round_no: int, max_steps:
             continue
         if round_no < start + agent.response_delay_rounds:
             continue
-        if draw >= min(1.0, agent.activity_level * cfg.time.activity_by_hour[hour]):
+        if draw >= activity_chance(agent.activity_level, cfg.time.activity_by_hour[hour]):
             continue
-        expected = agent.posts_per_hour * cfg.time.minutes_per_round / 60
-        n = math.floor(expected) + (1 if frac_draw < expected - math.floor(expected) else 0)
-        steps[agent.agent_id] = max(1, min(max_steps, n))
+        steps[agent.agent_id] = steps_when_active(agent.posts_per_hour, cfg.time.minutes_per_round,
+                                                  max_steps, frac_draw)
     return steps
+
+
+def activity_chance(activity_level: float, hour_multiplier: float) -> float:
+    """The chance that an agent acts in a round of an hour it is awake in."""
+    return min(1.0, activity_level * hour_multiplier)
+
+
+def steps_when_active(posts_per_hour: float, minutes_per_round: int, max_steps: int, draw: float) -> int:
+    """LLM steps of an active agent in one round: ``posts_per_hour`` scaled to the round,
+    rounded up when ``draw`` (uniform in 0..1) falls under the fraction, between 1 and ``max_steps``."""
+    expected = posts_per_hour * minutes_per_round / 60
+    n = math.floor(expected) + (1 if draw < expected - math.floor(expected) else 0)
+    return max(1, min(max_steps, n))
+
+
+def expected_steps_when_active(posts_per_hour: float, minutes_per_round: int, max_steps: int) -> float:
+    """The mean of ``steps_when_active`` over its draw (what an estimate counts on)."""
+    expected = posts_per_hour * minutes_per_round / 60
+    frac = expected - math.floor(expected)
+    return ((1 - frac) * steps_when_active(posts_per_hour, minutes_per_round, max_steps, 1.0)
+            + frac * steps_when_active(posts_per_hour, minutes_per_round, max_steps, 0.0))
 
 
 def scheduled_posts(cfg: SimulationConfig, platform: str, round_no: int) -> list[ScheduledPost]:

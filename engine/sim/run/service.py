@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from engine.db import Database
-from engine.jobs import JobError, utcnow
+from engine.jobs import JobError, JobStopped, utcnow
 from engine.owners import ProcessOwner
 from engine.llm.errors import BudgetExceeded
 from engine.llm.usage import Allowance
@@ -237,7 +237,8 @@ class SimRuns:
             self._stopping.discard(sim_id)
             handle = await self.executor.start(sim_id, folder)
             await self._set(sim_id, pid=handle.pid)
-        state = _Follow(rounds_total=rounds_total, folder=folder, job_id=job_id, scope=scope)
+        state = _Follow(rounds_total=rounds_total, folder=folder, job_id=job_id, scope=scope,
+                        actions=json.loads(row["actions"]) if row is not None else {})  # a resume counts on
         ticker = asyncio.create_task(self._tick(state, progress))
         try:
             await self._follow_until_rounds_end(sim_id, handle, state)
@@ -347,7 +348,9 @@ class SimRuns:
                 raise BudgetExceeded(f"simulation {sim_id} stopped {where}: {reached}; "
                                      f"/sim resume {sim_id} continues from there once the budget allows")
             reason = state.stop_reason or "on request"
-            raise JobError(f"simulation {sim_id} stopped {where} {reason}; resume continues from there")
+            if sim_id not in self._stopping:  # nobody asked: the run could not go on
+                raise JobError(f"simulation {sim_id} stopped {where} {reason}; resume continues from there")
+            raise JobStopped(f"stopped {where} {reason}; /sim resume {sim_id} continues from there")
         if state.done_status == "failed" or state.error:
             await self._set(sim_id, status="failed", pid=None, error=state.error)
             raise JobError(f"simulation {sim_id} failed {where}: {state.error or 'see run.log'}")

@@ -1,0 +1,196 @@
+"""The in-memory side of each scope: its worlds, their centroid indexes and the channels' recent
+messages, loaded from the database and reloaded when another process changed it.
+
+The database is the truth; this cache exists for routing speed. A scope is loaded on first use;
+before each use one pragma tells whether another connection committed meanwhile, and the scope's
+stamp (memory_scope_stamps) whether that commit touched this scope, so a `python -m bot import`
+or `merge` running beside the bot is seen before the bot next routes or answers. Writes to a scope
+happen under its lock (``lock``); whoever fails half-way through a write calls ``forget`` so the
+next use reloads from the database.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Callable
+
+import numpy as np
+
+from engine.config import MemorySection
+from engine.db import Database
+from engine.embedder import Embedder
+from engine.memory import beliefs as belief_store
+from engine.memory import router
+from engine.memory.index import CentroidIndex
+from engine.memory.models import WorldState, from_blob, maturity, parse_ts
+from engine.offload import run_cpu
+
+
+@dataclass
+class ScopeState:
+    indexes: dict[str, CentroidIndex]     # audience -> the centroids of its worlds
+    worlds: dict[str, WorldState]
+    new_index: Callable[[], CentroidIndex]
+    data_version: int = 0   # the connection's PRAGMA data_version when last checked
+    stamp: int = 0          # memory_scope_stamps.stamp when last checked
+
+    def index(self, audience: str) -> CentroidIndex:
+        found = self.indexes.get(audience)
+        if found is None:
+            found = self.indexes[audience] = self.new_index()
+        return found
+
+    def index_of(self, world_id: str) -> CentroidIndex:
+        return self.index(self.worlds[world_id].audience)
+
+    def set_centroid(self, world_id: str, centroid: np.ndarray, count: int) -> None:
+        """Mirror a world recentred in storage (after forgetting or moving messages)."""
+        if world_id in self.worlds:
+            self.index_of(world_id).upsert(world_id, centroid)
+            self.worlds[world_id].access_count = self.worlds[world_id].evidence = count
+
+
+@dataclass
+class ChannelState:
+    world_id: str | None = None
+    last_ts: datetime | None = None
+    recent: deque = field(default_factory=deque)   # (ts, vector) of recent contentful messages
+
+
+async def data_version(db: Database) -> int:
+    return await db.fetchval("PRAGMA data_version")
+
+
+async def stamp(db: Database, scope: str) -> int:
+    return await db.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope=?", (scope,), 0)
+
+
+async def maturities(db: Database, world_ids: list[str]) -> dict[str, float]:
+    inputs = await belief_store.world_maturity_inputs(db.conn, world_ids)
+    return {w: maturity(c, n) for w, (c, n) in inputs.items()}
+
+
+async def load_scope(db: Database, embedder: Embedder, cfg: MemorySection, scope: str) -> ScopeState:
+    """A scope's worlds and one centroid index per audience, built off the event loop."""
+    version, scope_stamp = await data_version(db), await stamp(db, scope)
+    rows = await db.fetchall(
+        "SELECT w.id, w.audience, w.centroid, w.access_count, w.topic_size, "
+        "(SELECT count(*) FROM memory_messages m WHERE m.world_id = w.id) AS evidence "
+        "FROM worlds w WHERE w.scope=? ORDER BY w.created_at", (scope,))
+    mature = await maturities(db, [r["id"] for r in rows])
+    worlds = {r["id"]: WorldState(r["id"], r["access_count"], r["evidence"], r["topic_size"],
+                                  mature.get(r["id"], 0.0), r["audience"]) for r in rows}
+    dim = len(rows[0]["centroid"]) // 4 if rows else await run_cpu(lambda: embedder.dim)
+
+    def new_index() -> CentroidIndex:
+        return CentroidIndex(dim, cfg.index_m, cfg.index_ef_construction, cfg.index_ef)
+
+    indexes: dict[str, CentroidIndex] = {}
+    for audience in sorted({r["audience"] for r in rows}):
+        part = [r for r in rows if r["audience"] == audience]
+        vectors = np.frombuffer(b"".join(r["centroid"] for r in part), dtype=np.float32).reshape(len(part), dim)
+        indexes[audience] = new_index()
+        await run_cpu(indexes[audience].build, [r["id"] for r in part], vectors)
+    return ScopeState(indexes, worlds, new_index, version, scope_stamp)
+
+
+async def load_channel(db: Database, cfg: MemorySection, scope: str, channel: str) -> ChannelState:
+    """A channel's current world and its recent contentful messages, from its newest stored ones."""
+    state = ChannelState()
+    rows = await db.fetchall(
+        "SELECT world_id, ts, text, embedding FROM memory_messages WHERE scope=? AND channel=? "
+        "ORDER BY id DESC LIMIT ?", (scope, channel, max(cfg.context_messages, 1)))
+    if rows:
+        state.world_id, state.last_ts = rows[0]["world_id"], parse_ts(rows[0]["ts"])
+        for r in reversed(rows):
+            if not router.is_short(cfg, r["text"]):
+                state.recent.append((parse_ts(r["ts"]), from_blob(r["embedding"])))
+    return state
+
+
+class ScopeCache:
+    """The loaded scopes and channels of one engine, and the lock of each scope."""
+
+    def __init__(self, db: Database, embedder: Embedder, cfg: MemorySection):
+        self.db, self.embedder, self.cfg = db, embedder, cfg
+        self.scopes: dict[str, ScopeState] = {}
+        self.channels: dict[tuple[str, str], ChannelState] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def lock(self, scope: str) -> asyncio.Lock:
+        return self._locks.setdefault(scope, asyncio.Lock())
+
+    async def scope(self, scope: str, locked: bool = False) -> ScopeState:
+        """The scope's worlds and index, loaded from the database on first use and again after
+        another process (an import, a merge from the command line) changed them.
+        ``locked``: the caller holds the scope's lock."""
+        state = self.scopes.get(scope)
+        if state is not None and await self._changed_elsewhere(scope, state):
+            if locked:
+                self.forget(scope)
+            else:
+                async with self.lock(scope):  # never drop a state an ingest is half-way through
+                    if self.scopes.get(scope) is state:
+                        self.forget(scope)
+            state = None
+        if state is not None:
+            return state
+        loaded = await load_scope(self.db, self.embedder, self.cfg, scope)
+        return self.scopes.setdefault(scope, loaded)  # another task may have loaded it meanwhile
+
+    async def _changed_elsewhere(self, scope: str, state: ScopeState) -> bool:
+        """True when another connection committed since the last check and this scope's stamp
+        moved. data_version only moves for other connections' commits, so the check costs one
+        pragma while nobody else writes; the stamp also counts this engine's own writes, so a
+        scope it wrote to in the meantime is reloaded once more than strictly needed."""
+        version = await data_version(self.db)
+        if version == state.data_version:
+            return False
+        if await stamp(self.db, scope) == state.stamp:
+            state.data_version = version
+            return False
+        return True
+
+    async def channel(self, scope: str, channel: str) -> ChannelState:
+        key = (scope, channel)
+        state = self.channels.get(key)
+        if state is None:
+            state = self.channels[key] = await load_channel(self.db, self.cfg, scope, channel)
+        return state
+
+    async def refresh_maturity(self, scope: str, world_ids: list[str]) -> None:
+        state = self.scopes.get(scope)
+        if state is None:
+            return
+        mature = await maturities(self.db, world_ids)
+        for wid in world_ids:
+            if wid in state.worlds:
+                state.worlds[wid].maturity = mature.get(wid, 0.0)
+
+    def drop_worlds(self, dead: list[tuple[str, str]]) -> None:
+        """Forget worlds removed from storage, given as (scope, world id)."""
+        for scope, wid in dead:
+            state = self.scopes.get(scope)
+            if state is not None and wid in state.worlds:
+                state.index_of(wid).remove(wid)
+                del state.worlds[wid]
+
+    def redirect_channels(self, gone: str, keep: str) -> None:
+        """Channels talking in a world that merged into another now talk in that one."""
+        for ch in self.channels.values():
+            if ch.world_id == gone:
+                ch.world_id = keep
+
+    def forget_channel(self, scope: str, channel: str) -> None:
+        self.channels.pop((scope, channel), None)
+
+    def forget_channels(self, scope: str) -> None:
+        for key in [k for k in self.channels if k[0] == scope]:
+            del self.channels[key]
+
+    def forget(self, scope: str) -> None:
+        """Drop the scope and its channels: the next use reloads them from the database."""
+        self.scopes.pop(scope, None)
+        self.forget_channels(scope)

@@ -1,0 +1,78 @@
+"""The estimate shown before a simulation, checked against what real runs of three sizes use:
+the whole pipeline through the console chat, against the fake endpoint reporting about four
+characters per token (``Metered``), three simulations at once."""
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+from bot.adapters.console import Console
+from bot.app import App
+from bot.cli.simulate import FEATURES
+from engine.config import load_config
+from tests.fakes.openai_server import Metered
+from tests.fakes.report_responder import PipelineResponder
+from tests.llm_fixtures import embedder, fake_openai, openai_server  # noqa: F401
+
+SAMPLE = Path(__file__).parent / "data" / "harbour_strike.md"
+# Other towns with other people: each document adds actors of its own to the graph.
+RECAST = [{"Valmora": "Ostrava", "Teresa Okafor": "Miriam Adeyemi", "Okafor": "Adeyemi",
+           "Meridian Logistics": "Halcyon Freight", "Daniel Reyes": "Tomas Lindqvist", "Reyes": "Lindqvist",
+           "Lucia Ferrante": "Paolo Brandt", "Ferrante": "Brandt"},
+          {"Valmora": "Kestrel Bay", "Teresa Okafor": "Ingrid Solheim", "Okafor": "Solheim",
+           "Meridian Logistics": "Borealis Shipping", "Daniel Reyes": "Victor Amari", "Reyes": "Amari",
+           "Lucia Ferrante": "Nadia Petrov", "Ferrante": "Petrov"}]
+
+
+def documents(tmp_path: Path) -> list[Path]:
+    text = SAMPLE.read_text(encoding="utf-8")
+    out = [SAMPLE]
+    for n, names in enumerate(RECAST):
+        recast = text
+        for old, new in names.items():
+            recast = recast.replace(old, new)
+        out.append(tmp_path / f"story{n}.md")
+        out[-1].write_text(recast, encoding="utf-8")
+    return out
+
+
+def within(actual: int, estimated: int, share: float = 0.30) -> bool:
+    return abs(actual - estimated) <= share * estimated
+
+
+async def test_estimates_are_within_30_percent_of_real_runs_of_three_sizes(openai_server, embedder, tmp_path,
+                                                                          capsys):
+    openai_server.responder = Metered(PipelineResponder())
+    path = tmp_path / "config.toml"
+    # The fake report writer plans two sections: the outline's upper bound says so.
+    path.write_text(f'[bot]\ndata_dir = "data"\n[jobs]\nmax_concurrent = 3\n'
+                    f'[llm]\nbase_url = "{openai_server.base_url}"\nretry_max_wait_s = 0.05\n'
+                    f'[simulation]\nrun_idle_s = 0\n[report]\nmax_sections = 2\n')
+    docs = documents(tmp_path)
+    sizes = [(docs[:1], 4, 2), (docs[:2], 10, 6), (docs, 16, 12)]
+    app = await App.create(load_config(path), FEATURES)
+    console = app.adapters.add(Console(app, interactive=False))
+    await app.start()
+    try:
+        estimates = {}
+        for files, agents, rounds in sizes:
+            await console.handle_line(f"/simulate {' '.join(map(str, files))} What happens next? "
+                                      f"--agents {agents} --rounds {rounds}")
+            out = capsys.readouterr().out
+            found = re.search(r"Simulation `(\w+)` started \(job `(\w+)`\).*estimated about ([\d,]+) LLM calls "
+                              r"and ([\d,]+) tokens", out)
+            assert found, out
+            estimates[found[2]] = (int(found[3].replace(",", "")), int(found[4].replace(",", "")))
+        done = await asyncio.gather(*(app.jobs.wait(job_id) for job_id in estimates))
+        for job in done:
+            assert job.state == "done", job.error
+            calls, tokens = estimates[job.id]
+            used_calls, used_tokens = job.result["llm_calls"], job.result["tokens"]
+            assert within(used_calls, calls), (job.title, used_calls, calls)
+            assert within(used_tokens, tokens), (job.title, used_tokens, tokens)
+        # the sizes really differ: the largest run is several times the smallest
+        small, large = (estimates[j.id] for j in (done[0], done[-1]))
+        assert large[1] > 5 * small[1]
+    finally:
+        await app.close()

@@ -1,0 +1,95 @@
+"""A simulation's progress tells the truth, through the console: states in order, the run shown
+as running with its round in /sim status, a stop shown as stopped (not failed) after round k of
+n, and the action counter going on after a resume."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from bot.adapters.console import Console
+from bot.app import App
+from engine.config import load_config
+from tests.fakes.openai_server import SocialResponder
+from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
+from tests.sim_fixture import make_sim_folder
+from tests.test_simrun_chat import FEATURES, until
+
+pytestmark = pytest.mark.timeout(300)
+
+
+async def output_until(capsys, text: str) -> str:
+    """The console's output up to and including the line that holds ``text`` (the progress
+    message is followed in a task of its own: its last edit lands after the job ends)."""
+    out = ""
+
+    async def seen() -> bool:
+        nonlocal out
+        out += capsys.readouterr().out
+        return text in out
+    await until(seen, timeout=30)
+    return out
+
+
+def states_shown(out: str, job_id: str) -> list[str]:
+    """The job states its progress lines showed, in order, repeats collapsed."""
+    shown = []
+    for state in re.findall(rf"\(`{job_id}`\) (\w+)", out):
+        if not shown or shown[-1] != state:
+            shown.append(state)
+    return shown
+
+
+async def test_states_in_order_running_step_stop_and_counters_after_resume(openai_server, tmp_path, capsys):
+    openai_server.responder = SocialResponder(delay=0.2)   # slow enough to look during a round
+    path = tmp_path / "config.toml"
+    path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n'
+                    f'[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 0\n')
+    app = await App.create(load_config(path), FEATURES)
+    console = app.adapters.add(Console(app, interactive=False))
+    await app.start()
+    runs = app.services["sim_runs"]
+    try:
+        folder = tmp_path / "sim"
+        make_sim_folder(folder, agents=4, rounds=8, sim_id="p1", everyone_everywhere=True)
+        await app.db.execute(
+            "INSERT INTO simulations(id, scope, channel, requirement, spec, folder, created_at)"
+            " VALUES ('p1', 'console:local', 'console', 'toll?', ?, ?, '2025-01-01')",
+            (json.dumps({"documents": [], "requirement": "toll?"}), str(folder)))
+        for step in ("ontology", "graph", "environment"):
+            await app.db.execute("INSERT INTO sim_steps(sim_id, step, finished_at) VALUES ('p1', ?, 'x')", (step,))
+        job = await app.jobs.submit("simulation", {"sim_id": "p1"}, "console:local", channel="console",
+                                    title="simulation p1")
+        await app.db.execute("UPDATE simulations SET job_id=? WHERE id='p1'", (job.id,))
+
+        async def rounds_done(n: int) -> bool:
+            state = await runs.get("p1")
+            return bool(state and state.status == "running" and min(state.rounds_done.values(), default=0) >= n)
+        await until(lambda: rounds_done(2))
+        await console.handle_line("/sim status p1")
+        status = capsys.readouterr().out
+        assert re.search(r"4\. run: running · (reddit|twitter) round \d/8", status), status
+        assert "4. run: pending" not in status
+
+        await console.handle_line("/sim stop p1")
+        stopped = await app.jobs.wait(job.id)
+        out = await output_until(capsys, "⏹")
+        assert stopped.state == "stopped"
+        k = min((await runs.get("p1")).rounds_done.values())
+        assert f"⏹ simulation p1 (`{job.id}`) stopped after round {k} of 8 on request; /sim resume p1" in out
+        assert "❌" not in out
+        assert states_shown(out, job.id)[0] in ("queued", "running")
+        assert "queued" not in states_shown(out, job.id)[1:]   # never back to queued once running
+        actions = sum((await runs.get("p1")).actions.values())
+        assert actions > 0
+
+        await console.handle_line("/sim resume p1")
+        resumed = await app.jobs.wait(job.id)
+        out = await output_until(capsys, "✅")
+        assert resumed.state == "done", resumed.error
+        counts = [int(n) for n in re.findall(r"round \d/8[^\n]* · (\d+) actions", out)]
+        assert counts and counts[0] >= actions and counts == sorted(counts)   # never back to 0
+        assert states_shown(out, job.id)[-1] == "finished"
+    finally:
+        await app.close()
