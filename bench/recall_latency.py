@@ -58,9 +58,9 @@ async def fill(db, texts: list[str], dim: int, rng: np.random.Generator) -> None
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
         async with db.transaction() as conn:
             await conn.executemany(
-                "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, text, ts, embedding, extracted)"
-                " VALUES (?,?,?,?,?,?,?,?,1)",
-                [(SCOPE, worlds[w], f"c{(start + i) % 20}", str(start + i), "user", t,
+                "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, text, search_text, ts,"
+                " embedding, extracted) VALUES (?,?,?,?,?,?,?,?,?,1)",
+                [(SCOPE, worlds[w], f"c{(start + i) % 20}", str(start + i), f"user{(start + i) % 50}", t, t,
                   iso(T0 + timedelta(seconds=30 * (start + i))), to_blob(v))
                  for i, (t, w, v) in enumerate(zip(part, which, vecs))])
 

@@ -4,10 +4,11 @@ relevance floor, neighbour turns, and the world lookups the memory commands show
 Why scope-wide: a question rarely routes to the world that holds its answer (measured on
 LoCoMo: recall inside the routed world found 0.19 of the evidence turns, plain BM25 over all
 messages 0.47). So candidates come from every world the viewer sees: FTS5 bm25 over all its
-messages and beliefs, and the nearest message and belief vectors (engine.memory.message_index), fused by
-score: vector_weight x cosine + keyword_weight x bm25 / the query's best bm25. Measured on two
-LoCoMo conversations (turn recall at k=5): this fusion 0.501, reciprocal-rank fusion of the
-same rankings 0.363, bm25 alone 0.411, cosine alone 0.164 (bench/RESULTS.md). Worlds are
+messages and beliefs, and the nearest message and belief vectors (engine.memory.message_index),
+fused by score: vector_weight x cosine + keyword_weight x bm25 / the query's best bm25.
+Measured on two LoCoMo conversations (turn recall at k=5, before chat-text search): this
+fusion 0.501, reciprocal-rank fusion of the same rankings 0.363, bm25 alone 0.411, cosine
+alone 0.164; with chat-text search 0.630 vs bm25 0.538 (bench/RESULTS.md). Worlds are
 context and a small ranking signal (a message gains world_bonus x its world's centroid cosine
 when that world is among the nearest to the query), never a filter.
 
@@ -46,7 +47,7 @@ RECENT_MESSAGES = 10       # shown by /world for a world without beliefs
 @dataclass(frozen=True)
 class Tuning:
     """The recall knobs of [memory] (engine.config.MemorySection)."""
-    floor: float = 0.30            # best candidate's cosine below this: nothing found
+    floor: float = 0.30            # best candidate's cosine below this, and no keyword match: nothing found
     keyword_weight: float = 1.0    # weight of bm25, relative to the query's best match
     vector_weight: float = 1.0     # weight of cosine similarity
     world_bonus: float = 0.1       # x the cosine of the message's world, for the worlds nearest the query
