@@ -251,10 +251,12 @@ async def recall(db: Database, embedder, index: MessageIndex, centroids: dict[st
     near = await nearest_worlds(centroids, viewer, vec)
     if not near:
         return RecallResult(None, 0.0, [], [])
-    infos = {w.id: w for w in await world_infos(db, viewer, [near[0][0]])}
+    top_infos, (ranked, best_message), (beliefs, best_belief) = await asyncio.gather(
+        world_infos(db, viewer, [near[0][0]]),
+        rank_messages(db, index, viewer, vec, dict(words), dict(near), tuning),
+        rank_beliefs(db, index, viewer, vec, dict(belief_words), k, tuning))
+    infos = {w.id: w for w in top_infos}
     top = infos.get(near[0][0])
-    ranked, best_message = await rank_messages(db, index, viewer, vec, dict(words), dict(near), tuning)
-    beliefs, best_belief = await rank_beliefs(db, index, viewer, vec, dict(belief_words), k, tuning)
     if max(best_message, best_belief) < tuning.floor and not words and not belief_words:
         return RecallResult(top, near[0][1], [], [], {top.id: top} if top else {})
     evidence = await with_neighbours(db, viewer, ranked, k, tuning)
