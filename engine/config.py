@@ -189,6 +189,18 @@ class MemorySection(Section):
     # Belief confidence halves every half_life_days without being seen again.
     half_life_days: float = Field(30.0, gt=0.0)
     recall_k: int = Field(5, ge=1, le=100)
+    # Recall over the whole scope (engine/memory/retrieval.py): cosine and relative bm25 fused by
+    # weighted sum, a bonus for messages of the worlds nearest the query, a relevance
+    # floor on the best candidate's cosine, neighbour turns that complete a hit.
+    recall_floor: float = Field(0.30, ge=-1.0, le=1.0)
+    recall_keyword_weight: float = Field(1.0, ge=0.0)
+    recall_vector_weight: float = Field(1.0, ge=0.0)
+    recall_world_bonus: float = Field(0.1, ge=0.0)
+    recall_neighbours: int = Field(1, ge=0, le=4)
+    recall_neighbour_window_s: float = Field(300.0, ge=0.0)
+    # Message vectors of one audience of a scope are searched exactly up to this many, then
+    # through an hnswlib graph built in the background.
+    recall_exact_max: int = Field(20_000, ge=1)
     # Topic names are recomputed when a world has grown by this factor since last named.
     topic_refresh_growth: float = Field(2.0, gt=1.0)
     topic_keywords: int = Field(3, ge=1, le=10)

@@ -41,7 +41,8 @@ def test_a_huge_search_is_refused_in_one_line(tmp_path):
     out = subprocess.run(bot_command("--config", str(cfg)), input=lines, capture_output=True, text=True,
                          timeout=180, cwd=tmp_path, env=bot_env())
     assert out.returncode == 0, out.stderr
-    assert "a world name or id has at most 200 characters (this one has 53,999)" in out.stdout
+    assert out.stdout.count("that is 53,999 characters; a search takes at most 2,000.") == 2
     assert "Traceback" not in out.stdout + out.stderr and "OperationalError" not in out.stdout + out.stderr
     assert "failed" not in out.stdout
-    assert "No beliefs extracted yet." in out.stdout   # /world with a short name still finds the world
+    assert "No beliefs extracted yet. Its latest messages:" in out.stdout   # a short name still finds the world
+    assert "I am training for the Berlin marathon" in out.stdout.split("Its latest messages:")[1]

@@ -17,7 +17,6 @@ from bot.permissions import ADMIN, EVERYONE, ByAction
 from engine.embedder import Embedder
 from engine.llm.errors import LLMError
 from engine.memory import MemoryEngine, MemoryMessage, RecallResult, WorldInfo
-from engine.memory.engine import WORLD_NAME_MAX
 from engine.memory.audience import Viewer
 from engine.memory.ingest_queue import IngestQueue
 from engine.memory.models import Belief, Evidence
@@ -51,18 +50,29 @@ def evidence_line(e: Evidence) -> str:
     return f"[M{e.id}] {e.author}, {e.ts:%Y-%m-%d %H:%M}: {text}"
 
 
+NOTHING_FOUND = "Memory holds nothing about that."
+
+
 def recall_text(result: RecallResult) -> str:
+    """What recall found, across worlds: the worlds it comes from, then beliefs and messages
+    (a neighbour turn brought in to complete a hit is marked ↳)."""
     if result.world is None:
         return "Nothing remembered in this server or chat yet."
-    w = result.world
-    lines = [f"World `{w.id}` “{w.topic}” (similarity {result.similarity:.2f}, maturity {w.maturity:.2f})"]
+    if not result.found:
+        return NOTHING_FOUND
+    lines = ["From " + ", ".join(f"`{w.id}` “{w.topic}”" for w in result.worlds.values()) + ":"]
     if result.beliefs:
         lines += ["Beliefs:"] + [f"  {belief_line(b)}" for b in result.beliefs]
     if result.evidence:
-        lines += ["Messages:"] + [f"  {evidence_line(e)}" for e in result.evidence]
-    if not result.beliefs and not result.evidence:
-        lines.append("It holds nothing matching.")
+        lines += ["Messages:"] + [("    ↳ " if e.neighbour_of else "  ") + evidence_line(e) for e in result.evidence]
     return "\n".join(lines)
+
+
+def searched(engine: MemoryEngine, text: str) -> str:
+    """The search text, or one line saying it is too long (it would only slow the search)."""
+    if len(text) > engine.max_query_chars:
+        raise UsageError(f"that is {len(text):,} characters; a search takes at most {engine.max_query_chars:,}.")
+    return text
 
 
 def viewer(ctx: CommandContext) -> Viewer:
@@ -123,17 +133,16 @@ def setup(app) -> None:
     @reg.command("world", "One world's beliefs, newest first (superseded ones marked ✗)",
                  [Arg("name", "world id or topic words", type="text")], group="memory")
     async def world(ctx: CommandContext) -> None:
-        name = ctx.args["name"]
-        if len(name.strip()) > WORLD_NAME_MAX:
-            raise UsageError(f"a world name or id has at most {WORLD_NAME_MAX} characters (this one has "
-                             f"{len(name.strip()):,}). /worlds lists them.")
-        found = await engine.world(viewer(ctx), name)
+        found = await engine.world(viewer(ctx), searched(engine, ctx.args["name"]))
         if found is None:
-            raise UsageError(f"no world matches {name!r}. /worlds lists them.")
+            raise UsageError(f"no world matches {ctx.args['name']!r}. /worlds lists them.")
         w, beliefs = found
         lines = [f"World `{w.id}` “{w.topic}” — {world_sizes(w)} · born {w.created_at:%Y-%m-%d} · "
                  f"active {ago(w.last_active)}"]
-        lines += [belief_line(b) for b in beliefs[:40]] or ["No beliefs extracted yet."]
+        lines += [belief_line(b) for b in beliefs[:40]]
+        if not beliefs:
+            recent = await engine.recent_messages(viewer(ctx), w.id)
+            lines += ["No beliefs extracted yet. Its latest messages:"] + [f"  {evidence_line(e)}" for e in recent]
         if len(beliefs) > 40:
             lines.append(f"… and {len(beliefs) - 40} older ones.")
         await ctx.reply.send("\n".join(lines))
@@ -141,20 +150,22 @@ def setup(app) -> None:
     @reg.command("recall", "What memory holds about something: its world, beliefs and messages",
                  [Arg("query", "what to look for", type="text")], group="memory")
     async def recall(ctx: CommandContext) -> None:
-        await ctx.reply.send(recall_text(await engine.recall(viewer(ctx), ctx.args["query"])))
+        await ctx.reply.send(recall_text(await engine.recall(viewer(ctx), searched(engine, ctx.args["query"]))))
 
     @reg.command("ask", "Answer a question from memory, citing what it rests on",
                  [Arg("question", "your question", type="text")], group="memory")
     async def ask(ctx: CommandContext) -> None:
         try:
-            result = await engine.ask(viewer(ctx), ctx.args["question"])
+            result = await engine.ask(viewer(ctx), searched(engine, ctx.args["question"]))
         except LLMError as err:
             await ctx.reply.send(f"⚠ The language model could not answer ({err}); here is what memory holds:\n"
                                  + recall_text(await engine.recall(viewer(ctx), ctx.args["question"])))
             return
+        if not result.recall.found:
+            await ctx.reply.send(recall_text(result.recall))  # nothing to answer from: no LLM call was made
+            return
         if result.answer is None:
-            note = ("No language model is configured, so here is what memory holds instead of an answer:\n"
-                    if result.recall.world is not None else "")
+            note = "No language model is configured, so here is what memory holds instead of an answer:\n"
             await ctx.reply.send(note + recall_text(result.recall))
             return
         await ctx.reply.send(f"{result.answer}\n\nSources:\n{recall_text(result.recall)}")

@@ -13,7 +13,8 @@ audience's worlds, and every query takes a Viewer and sees only the audiences it
 The facade orders the work and owns the scheduling (scope locks, background topic naming,
 belief extraction); the work itself is done by free functions that take their dependencies:
 routing (router), writes, audience moves and forgetting (storage), merges (lifecycle), topic
-names (topics), retrieval (recall), the digest (digest).
+names (topics), retrieval (retrieval, over the message_index; the /ask prompt in recall), the digest
+(digest).
 """
 from __future__ import annotations
 
@@ -32,11 +33,11 @@ from engine.embedder import Embedder
 from engine.memory import audience as audience_store
 from engine.memory import beliefs as belief_store
 from engine.memory import digest as digest_mod
-from engine.memory import chattext, extraction, lifecycle, recall as recall_mod, router, storage, topics
+from engine.memory import chattext, extraction, lifecycle, recall as recall_mod, retrieval, router, storage, topics
 from engine.memory.audience import PUBLIC, Viewer
-from engine.memory.beliefs import BELIEF_COLUMNS, belief_from_row
 from engine.memory.extraction import ExtractionScheduler
-from engine.memory.models import (AskResult, Belief, MemoryMessage, RecallResult, RouteResult, WorldInfo, aware,
+from engine.memory.message_index import MessageIndex
+from engine.memory.models import (AskResult, Belief, Evidence, MemoryMessage, RecallResult, RouteResult, WorldInfo, aware,
                                   maturity, parse_ts, utcnow)
 from engine.memory.scope_cache import ScopeCache, ScopeState
 
@@ -44,18 +45,17 @@ log = logging.getLogger(__name__)
 
 INGEST_CHUNK = 256
 
-# /world looks a world up by id or topic words with LIKE; longer input names no world and, at
-# tens of thousands of characters, makes SQLite refuse the pattern ("LIKE or GLOB pattern too complex").
-WORLD_NAME_MAX = 200
-
 
 class MemoryEngine:
+    max_query_chars = retrieval.MAX_QUERY_CHARS   # longer search input is refused by the commands, cut here
+
     def __init__(self, db: Database, embedder: Embedder, config: MemorySection, llm: Any = None):
         self.db = db
         self.embedder = embedder
         self.cfg = config
         self.llm = llm            # engine.llm.client.LLMClient or None
         self.cache = ScopeCache(db, embedder, config)
+        self.messages = MessageIndex(config.recall_exact_max)   # message and belief vectors recall searches
         self._topic_dirty: dict[str, set[str]] = {}   # scope -> worlds to rename
         self._topic_tasks: dict[str, asyncio.Task] = {}
         self.extraction = ExtractionScheduler(self._extract_channel, config.extract_every_n,
@@ -142,6 +142,7 @@ class MemoryEngine:
                 if moved:
                     self._mark_topics(scope, moved)
                     moved_scopes.add(scope)
+                    self.messages.invalidate(scope)
                 results, born, touched = [], set(), set()
                 for message, vec in by_scope[scope]:
                     channel = await self.cache.channel(scope, message.channel)
@@ -198,6 +199,7 @@ class MemoryEngine:
             state = await self._scope(scope, locked=True)
             changed, moved = await storage.set_audiences(self.db, self.cfg, self.cache, scope, state, audiences)
         if moved:
+            self.messages.invalidate(scope)
             self._mark_topics(scope, moved)
             await self.refresh_topics(scope)
         return changed
@@ -212,90 +214,51 @@ class MemoryEngine:
 
     async def route_query(self, viewer: Viewer | str, text: str) -> tuple[WorldInfo | None, float]:
         """The world a question is about (the nearest centroid the viewer sees) and its similarity."""
-        vec = (await self.embedder.embed([text]))[0]
+        vec = (await self.embedder.embed([retrieval.cap(text)]))[0]
         return await self._nearest(Viewer.of(viewer), vec)
 
     async def _nearest(self, viewer: Viewer, vec: np.ndarray) -> tuple[WorldInfo | None, float]:
         state = await self._scope(viewer.scope)
-        found = max((hit for audience, index in state.indexes.items() if viewer.sees(audience)
-                     for hit in index.search(vec, 1)), key=lambda hit: hit[1], default=None)
-        if found is None:
+        near = await retrieval.nearest_worlds(state.indexes, viewer, vec, 1)
+        if not near:
             return None, 0.0
-        infos = await self._infos(viewer, [found[0]])
-        return (infos[0] if infos else None), found[1]
+        infos = await retrieval.world_infos(self.db, viewer, [near[0][0]])
+        return (infos[0] if infos else None), near[0][1]
 
     async def recall(self, viewer: Viewer | str, query: str, k: int | None = None) -> RecallResult:
-        """The world the query belongs to among those the viewer sees, its top beliefs and messages.
-        A bare scope is its public viewer (engine.memory.audience)."""
-        k = k or self.cfg.recall_k
-        vec = (await self.embedder.embed([query]))[0]
-        world, sim = await self._nearest(Viewer.of(viewer), vec)
-        if world is None:
-            return RecallResult(None, 0.0, [], [])
-        found_beliefs = await recall_mod.rank_beliefs(self.db, world.id, vec, query, k)
-        evidence = await recall_mod.rank_evidence(self.db, world.id, vec, query, k)
-        return RecallResult(world, sim, found_beliefs, evidence)
+        """The best messages (neighbour turns counted in ``k``) and beliefs of every world the viewer
+        sees, each with its world (engine.memory.retrieval). A bare scope is its public viewer."""
+        viewer = Viewer.of(viewer)
+        state = await self._scope(viewer.scope)
+        return await retrieval.recall(self.db, self.embedder, self.messages, state.indexes, viewer, query,
+                                      k or self.cfg.recall_k, retrieval.Tuning.of(self.cfg))
 
     async def ask(self, viewer: Viewer | str, question: str) -> AskResult:
-        """An answer grounded in the one world the question routes to; answer is None without an LLM."""
+        """An answer grounded in what recall finds across worlds; answer is None without an LLM, and
+        no LLM call is made when memory holds nothing about the question."""
         viewer = Viewer.of(viewer)
         result = await self.recall(viewer, question, self.cfg.recall_k * 2)
-        if self.llm is None or result.world is None:
+        if self.llm is None or not result.found:
             return AskResult(None, result)
         answer = await self.llm.chat(recall_mod.ask_prompt(question, result), job="memory.ask", scope=viewer.scope)
         return AskResult(answer.strip(), result)
 
-    async def _infos(self, viewer: Viewer, world_ids: list[str] | None = None) -> list[WorldInfo]:
-        sees, params = viewer.where("w.audience")
-        where, params = f"w.scope=? AND {sees}", [viewer.scope, *params]
-        if world_ids is not None:
-            if not world_ids:
-                return []
-            where += f" AND w.id IN ({','.join('?' * len(world_ids))})"
-            params += world_ids
-        rows = await self.db.fetchall(
-            "SELECT w.id, w.scope, w.audience, w.topic, w.access_count, w.created_at, w.last_active, "
-            "(SELECT count(*) FROM memory_messages m WHERE m.world_id=w.id) AS evidence, "
-            "(SELECT count(*) FROM beliefs b WHERE b.world_id=w.id AND b.invalid_at IS NULL) AS beliefs, "
-            "(SELECT avg(confidence) FROM beliefs b WHERE b.world_id=w.id AND b.invalid_at IS NULL) AS conf "
-            f"FROM worlds w WHERE {where} ORDER BY w.last_active DESC", params)
-        return [WorldInfo(r["id"], r["scope"], r["topic"], maturity(r["conf"] or 0.0, r["beliefs"]),
-                          r["access_count"], r["beliefs"], r["evidence"], parse_ts(r["created_at"]),
-                          parse_ts(r["last_active"]), r["audience"]) for r in rows]
-
     async def worlds(self, viewer: Viewer | str) -> list[WorldInfo]:
         """Every world of the scope the viewer sees, most recently active first."""
-        return await self._infos(Viewer.of(viewer))
+        return await retrieval.world_infos(self.db, Viewer.of(viewer))
 
     async def world(self, viewer: Viewer | str, name_or_id: str) -> tuple[WorldInfo, list[Belief]] | None:
         """A world the viewer sees, by id, id prefix or topic words, with all its beliefs (superseded ones
-        too), newest first. A name longer than WORLD_NAME_MAX characters matches nothing."""
+        too), newest first."""
         viewer = Viewer.of(viewer)
-        sees, seen = viewer.where("audience")
-        wanted = name_or_id.strip().lower()
-        if not wanted or len(wanted) > WORLD_NAME_MAX:  # no topic is that long; SQLite's LIKE gives up
+        match = await retrieval.find_world(self.db, viewer, name_or_id)
+        if match is None:
             return None
-        like = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-        found = None
-        for sql, param in (("id=?", wanted),
-                           ("id LIKE ? ESCAPE '\\'", like + "%" if len(wanted) >= 3 else None),
-                           ("lower(topic)=?", wanted),
-                           ("lower(topic) LIKE ? ESCAPE '\\'", f"%{like}%")):
-            if param is None:
-                continue
-            found = await self.db.fetchval(
-                f"SELECT id FROM worlds WHERE scope=? AND {sees} AND {sql} ORDER BY access_count DESC LIMIT 1",
-                (viewer.scope, *seen, param))
-            if found:
-                break
-        infos = await self._infos(viewer, [found]) if found else []
-        if not infos:
-            return None
-        match = infos[0]
-        rows = await self.db.fetchall(
-            f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE world_id=? AND scope=? ORDER BY learned_at DESC, id DESC",
-            (match.id, viewer.scope))
-        return match, [belief_from_row(r) for r in rows]
+        return match, await retrieval.world_beliefs(self.db, viewer, match.id)
+
+    async def recent_messages(self, viewer: Viewer | str, world_id: str) -> list[Evidence]:
+        """A world's newest messages that the viewer sees, newest first."""
+        return await retrieval.recent_messages(self.db, Viewer.of(viewer), world_id)
 
     async def messages_of(self, scope: str) -> dict[str, list[str]]:
         """world id -> platform ids of the messages it holds, in order (for exports)."""
@@ -310,7 +273,7 @@ class MemoryEngine:
         """What changed since ``since`` in the worlds the viewer sees: new and grown worlds, new and
         superseded beliefs, merges (engine.memory.digest; every entry names its world's topic)."""
         viewer = Viewer.of(viewer)
-        visible = {w.id: w for w in await self._infos(viewer)}
+        visible = {w.id: w for w in await retrieval.world_infos(self.db, viewer)}
         return await digest_mod.digest(self.db, viewer, visible, aware(parse_ts(since) if isinstance(since, str)
                                                                        else since))
 
@@ -321,9 +284,11 @@ class MemoryEngine:
         left empty), or the whole scope when ``channel`` is None."""
         async with self._lock(scope):
             if channel is None:
-                return await storage.forget_scope(self.db, self.cache, scope)
-            counts = await storage.forget_where(self.db, self.cache, scope, "channel=?", (channel,))
-            self.cache.forget_channel(scope, channel)
+                counts = await storage.forget_scope(self.db, self.cache, scope)
+            else:
+                counts = await storage.forget_where(self.db, self.cache, scope, "channel=?", (channel,))
+                self.cache.forget_channel(scope, channel)
+            self.messages.invalidate(scope)
             return counts
 
     async def forget_author(self, scope: str, author_id: str) -> dict[str, int]:
@@ -333,6 +298,7 @@ class MemoryEngine:
             raise ValueError("forget_author needs an author id")
         async with self._lock(scope):
             counts = await storage.forget_where(self.db, self.cache, scope, "author_id=?", (author_id,))
+            self.messages.invalidate(scope)
             self.cache.forget_channels(scope)  # their recent messages may be in any channel's context
             return counts
 

@@ -1,0 +1,328 @@
+"""Recall over the whole scope a viewer sees: hybrid search of messages and beliefs, a
+relevance floor, neighbour turns, and the world lookups the memory commands show.
+
+Why scope-wide: a question rarely routes to the world that holds its answer (measured on
+LoCoMo: recall inside the routed world found 0.19 of the evidence turns, plain BM25 over all
+messages 0.47). So candidates come from every world the viewer sees: FTS5 bm25 over all its
+messages and beliefs, and the nearest message and belief vectors (engine.memory.message_index),
+fused by score: vector_weight x cosine + keyword_weight x bm25 / the query's best bm25.
+Measured on two LoCoMo conversations (turn recall at k=5, before chat-text search): this
+fusion 0.501, reciprocal-rank fusion of the same rankings 0.363, bm25 alone 0.411, cosine
+alone 0.164; with chat-text search 0.630 vs bm25 0.538 (bench/RESULTS.md). Worlds are
+context and a small ranking signal (a message gains world_bonus x its world's centroid cosine
+when that world is among the nearest to the query), never a filter.
+
+The relevance floor: a query is answered only when some message or belief shares a search term
+with it (a bm25 match: a name, a resolved date, an attachment caption the text's vector knows
+nothing of) or its best candidate is at least ``recall_floor`` similar to it (cosine of MiniLM
+vectors); otherwise memory holds nothing about it (RecallResult.found is False) and ``ask``
+makes no LLM call.
+
+Privacy: every SQL statement here filters by the viewer (``viewer.where``), and the vector
+index is searched only in the audiences the viewer sees; rows it returns are loaded again
+through that filter.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.db import Database
+from engine.memory.audience import Viewer
+from engine.memory.beliefs import BELIEF_COLUMNS, belief_from_row
+from engine.memory.index import CentroidIndex
+from engine.memory.message_index import MessageIndex
+from engine.memory.models import Belief, Evidence, RecallResult, WorldInfo, from_blob, maturity, parse_ts
+from engine.memory.textutil import fts_query
+
+MAX_QUERY_CHARS = 2000     # longer search input is cut here, before it reaches SQL or the embedder
+CANDIDATES = 50            # per ranking (keyword, vector) before fusion
+POOL_FACTOR = 8            # full-text matches ranked before the scope filter, per candidate
+NEAR_WORLDS = 3            # worlds nearest the query whose messages get the world bonus
+RECENT_MESSAGES = 10       # shown by /world for a world without beliefs
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """The recall knobs of [memory] (engine.config.MemorySection)."""
+    floor: float = 0.30            # best candidate's cosine below this, and no keyword match: nothing found
+    keyword_weight: float = 1.0    # weight of bm25, relative to the query's best match
+    vector_weight: float = 1.0     # weight of cosine similarity
+    world_bonus: float = 0.1       # x the cosine of the message's world, for the worlds nearest the query
+    neighbours: int = 1            # turns a hit may bring along (0: none)
+    neighbour_window_s: float = 300.0
+
+    @classmethod
+    def of(cls, cfg) -> "Tuning":
+        return cls(cfg.recall_floor, cfg.recall_keyword_weight, cfg.recall_vector_weight, cfg.recall_world_bonus,
+                   cfg.recall_neighbours, cfg.recall_neighbour_window_s)
+
+
+def cap(text: str) -> str:
+    return text[:MAX_QUERY_CHARS]
+
+
+def fused(cosine: float, bm25: float, best_bm25: float, tuning: "Tuning") -> float:
+    """One candidate's relevance: its cosine plus its bm25 relative to the query's best match."""
+    return tuning.vector_weight * cosine + tuning.keyword_weight * (bm25 / best_bm25 if best_bm25 > 0 else 0.0)
+
+
+def _in(values) -> str:
+    return ",".join("?" * len(values))
+
+
+# -- candidates --------------------------------------------------------------------------
+
+async def keyword_messages(db: Database, viewer: Viewer, text: str, n: int = CANDIDATES) -> list[tuple[int, float]]:
+    """(message id, bm25 score: higher is better) of the scope the viewer sees, best first.
+
+    The full-text index spans every scope, and joining each match to its (large) message row is
+    what costs: at 100k messages a common word matches thousands. So the best ``POOL_FACTOR x n``
+    matches are ranked first and only those joined; when fewer than ``n`` of them belong to the
+    viewer, every match is joined."""
+    match = fts_query(text)
+    if not match:
+        return []
+    sees, seen = viewer.where("w.audience")
+    rows: list = []
+    for pool in (n * POOL_FACTOR, -1):   # LIMIT -1: no limit
+        rows = await db.fetchall(
+            "SELECT m.id, f.s FROM (SELECT rowid, -bm25(memory_messages_fts) AS s FROM memory_messages_fts "
+            "WHERE memory_messages_fts MATCH ? ORDER BY s DESC LIMIT ?) f "
+            "CROSS JOIN memory_messages m ON m.id = f.rowid CROSS JOIN worlds w ON w.id = m.world_id "
+            f"WHERE +m.scope=? AND {sees} ORDER BY f.s DESC LIMIT ?", (match, pool, viewer.scope, *seen, n))
+        if len(rows) >= n:
+            break
+    return [(r["id"], r["s"]) for r in rows]
+
+
+async def keyword_beliefs(db: Database, viewer: Viewer, text: str, n: int = CANDIDATES) -> list[tuple[int, float]]:
+    match = fts_query(text)
+    if not match:
+        return []
+    sees, seen = viewer.where("w.audience")
+    rows = await db.fetchall(
+        "SELECT b.id, -bm25(beliefs_fts) AS s FROM beliefs_fts JOIN beliefs b ON b.id = beliefs_fts.rowid JOIN worlds w ON w.id = b.world_id "
+        f"WHERE beliefs_fts MATCH ? AND b.scope=? AND b.invalid_at IS NULL AND {sees} "
+        "ORDER BY s DESC LIMIT ?", (match, viewer.scope, *seen, n))
+    return [(r["id"], r["s"]) for r in rows]
+
+
+async def nearest_worlds(indexes: dict[str, CentroidIndex], viewer: Viewer, query: np.ndarray,
+                         n: int = NEAR_WORLDS) -> list[tuple[str, float]]:
+    """The ``n`` world centroids nearest the query among the audiences the viewer sees."""
+    hits = [hit for audience, index in indexes.items() if viewer.sees(audience) for hit in index.search(query, n)]
+    return sorted(hits, key=lambda h: -h[1])[:n]
+
+
+# CROSS JOIN keeps SQLite on the message rows first (by id, or by channel); "+m.scope" stops it
+# from walking the whole scope's index instead.
+_BELIEF_SELECT = ", ".join(f"b.{c.strip()}" for c in BELIEF_COLUMNS.split(","))
+_MESSAGE_SELECT = ("SELECT m.id, m.world_id, m.channel, m.message_id, m.author, m.text, m.ts, m.embedding, "
+                   "w.topic FROM memory_messages m CROSS JOIN worlds w ON w.id = m.world_id")
+
+
+def evidence_from_row(row, score: float = 0.0, neighbour_of: int | None = None) -> Evidence:
+    return Evidence(id=row["id"], world_id=row["world_id"], channel=row["channel"], message_id=row["message_id"],
+                    author=row["author"], text=row["text"], ts=parse_ts(row["ts"]), score=score,
+                    world_topic=row["topic"], neighbour_of=neighbour_of)
+
+
+async def load_messages(db: Database, viewer: Viewer, ids: list[int]) -> dict[int, object]:
+    """id -> row (with its embedding), for the ids that exist in the scope and that the viewer sees."""
+    if not ids:
+        return {}
+    sees, seen = viewer.where("w.audience")
+    rows = await db.fetchall(f"{_MESSAGE_SELECT} WHERE m.id IN ({_in(ids)}) AND +m.scope=? AND {sees}",
+                             (*ids, viewer.scope, *seen))
+    return {r["id"]: r for r in rows}
+
+
+# -- neighbour turns ---------------------------------------------------------------------
+
+def _asks(text: str) -> bool:
+    return text.rstrip().endswith("?")
+
+
+async def adjacent_turns(db: Database, viewer: Viewer, hits: list) -> dict[int, tuple]:
+    """hit id -> (the turn after it, the turn before it) in its channel, each None when there is
+    none the viewer may read; two statements for all hits."""
+    if not hits:
+        return {}
+    parts, params = [], []
+    for n, hit in enumerate(hits):
+        for op, order in ((">", "ASC"), ("<", "DESC")):
+            parts.append(f"SELECT ? AS pos, (SELECT id FROM memory_messages WHERE scope=? AND channel=? AND id {op} ? "
+                         f"ORDER BY id {order} LIMIT 1) AS id")
+            params += [n, viewer.scope, hit["channel"], hit["id"]]
+    found = await db.fetchall(" UNION ALL ".join(parts), params)
+    ids = [r["id"] for r in sorted(found, key=lambda r: r["pos"])]   # pairs (after, before), in hit order
+    rows = await load_messages(db, viewer, [i for i in ids if i is not None])
+    return {hit["id"]: (rows.get(ids[2 * n]), rows.get(ids[2 * n + 1])) for n, hit in enumerate(hits)}
+
+
+def completes(hit, turn, after: bool, window_s: float) -> bool:
+    """A turn completes a hit when someone else says it within ``window_s`` and it answers the
+    hit's question (after) or asks the question the hit answers (before)."""
+    if turn is None or turn["author"] == hit["author"]:
+        return False
+    gap = abs((parse_ts(turn["ts"]) - parse_ts(hit["ts"])).total_seconds())
+    return gap <= window_s and _asks(hit["text"] if after else turn["text"])
+
+
+# -- recall ------------------------------------------------------------------------------
+
+async def rank_messages(db: Database, index: MessageIndex, viewer: Viewer, query: np.ndarray,
+                        words: dict[int, float], near: dict[str, float], tuning: Tuning
+                        ) -> tuple[list[tuple[object, float]], float]:
+    """Messages best first as (row, fused score), and the best cosine among the candidates
+    (``words``: the bm25 matches, id -> score)."""
+    by_vector = await index.search(db, viewer, query, CANDIDATES)
+    rows = await load_messages(db, viewer, list(dict.fromkeys([i for i, _ in by_vector] + list(words))))
+    cosines = {mid: float(from_blob(row["embedding"]) @ query) for mid, row in rows.items()}
+    scores = {mid: fused(cosines[mid], words.get(mid, 0.0), max(words.values(), default=1.0), tuning)
+              + tuning.world_bonus * max(near.get(row["world_id"], 0.0), 0.0) for mid, row in rows.items()}
+    ranked = sorted(scores, key=lambda mid: -scores[mid])
+    return [(rows[mid], scores[mid]) for mid in ranked], max(cosines.values(), default=0.0)
+
+
+async def load_beliefs(db: Database, viewer: Viewer, ids: list[int]) -> dict[int, object]:
+    """id -> row (with its embedding) of the active beliefs among ``ids`` that the viewer sees."""
+    if not ids:
+        return {}
+    sees, seen = viewer.where("w.audience")
+    rows = await db.fetchall(
+        f"SELECT {_BELIEF_SELECT}, b.embedding FROM beliefs b CROSS JOIN worlds w ON w.id = b.world_id "
+        f"WHERE b.id IN ({_in(ids)}) AND +b.scope=? AND b.invalid_at IS NULL AND {sees}", (*ids, viewer.scope, *seen))
+    return {r["id"]: r for r in rows}
+
+
+async def rank_beliefs(db: Database, index: MessageIndex, viewer: Viewer, query: np.ndarray,
+                       words: dict[int, float], k: int, tuning: Tuning) -> tuple[list[Belief], float]:
+    """The ``k`` best active beliefs, and the best cosine among the candidates. Superseded beliefs
+    stay in the vector index, so it is asked for twice as many."""
+    by_vector = await index.search(db, viewer, query, 2 * CANDIDATES, "beliefs")
+    rows = await load_beliefs(db, viewer, list(dict.fromkeys([i for i, _ in by_vector] + list(words))))
+    cosines = {i: float(from_blob(row["embedding"]) @ query) for i, row in rows.items()}
+    scores = {i: fused(cosines[i], words.get(i, 0.0), max(words.values(), default=1.0), tuning) for i in rows}
+    found = []
+    for i in sorted(scores, key=lambda i: -scores[i])[:k]:
+        belief = belief_from_row(rows[i])
+        belief.score = scores[i]
+        found.append(belief)
+    return found, max(cosines.values(), default=0.0)
+
+
+async def with_neighbours(db: Database, viewer: Viewer, ranked: list[tuple[object, float]], k: int,
+                          tuning: Tuning) -> list[Evidence]:
+    """The top hits, each followed by the turns that complete it, ``k`` messages in all."""
+    out: list[Evidence] = []
+    taken: set[int] = set()
+    adjacent = await adjacent_turns(db, viewer, [row for row, _ in ranked[:k]]) if tuning.neighbours else {}
+    for row, score in ranked:
+        if len(out) >= k:
+            break
+        if row["id"] in taken:
+            continue
+        out.append(evidence_from_row(row, score))
+        taken.add(row["id"])
+        after, before = adjacent.get(row["id"], (None, None))
+        extras = [t for t, is_after in ((after, True), (before, False))
+                  if completes(row, t, is_after, tuning.neighbour_window_s)][:tuning.neighbours]
+        for extra in extras:
+            if len(out) < k and extra["id"] not in taken:
+                out.append(evidence_from_row(extra, 0.0, neighbour_of=row["id"]))
+                taken.add(extra["id"])
+    return out
+
+
+async def recall(db: Database, embedder, index: MessageIndex, centroids: dict[str, CentroidIndex],
+                 viewer: Viewer, query: str, k: int, tuning: Tuning) -> RecallResult:
+    """The best ``k`` messages (neighbour turns included) and ``k`` beliefs of the whole scope the
+    viewer sees, each with its world; nothing when no word matches and the best candidate is
+    below the floor."""
+    text = cap(query)
+    # The keyword searches run on the database's thread while the query is embedded on another core.
+    vectors, words, belief_words = await asyncio.gather(
+        embedder.embed([text]), keyword_messages(db, viewer, text), keyword_beliefs(db, viewer, text))
+    vec = vectors[0]
+    near = await nearest_worlds(centroids, viewer, vec)
+    if not near:
+        return RecallResult(None, 0.0, [], [])
+    top_infos, (ranked, best_message), (beliefs, best_belief) = await asyncio.gather(
+        world_infos(db, viewer, [near[0][0]]),
+        rank_messages(db, index, viewer, vec, dict(words), dict(near), tuning),
+        rank_beliefs(db, index, viewer, vec, dict(belief_words), k, tuning))
+    infos = {w.id: w for w in top_infos}
+    top = infos.get(near[0][0])
+    if max(best_message, best_belief) < tuning.floor and not words and not belief_words:
+        return RecallResult(top, near[0][1], [], [], {top.id: top} if top else {})
+    evidence = await with_neighbours(db, viewer, ranked, k, tuning)
+    wanted = sorted(({e.world_id for e in evidence} | {b.world_id for b in beliefs}) - set(infos))
+    infos.update({w.id: w for w in await world_infos(db, viewer, wanted)})
+    return RecallResult(top, near[0][1], beliefs, evidence,
+                        {w: infos[w] for w in [e.world_id for e in evidence] + [b.world_id for b in beliefs]
+                         if w in infos})
+
+
+# -- worlds ------------------------------------------------------------------------------
+
+async def world_infos(db: Database, viewer: Viewer, world_ids: list[str] | None = None) -> list[WorldInfo]:
+    """The worlds the viewer sees (only ``world_ids`` when given), most recently active first."""
+    sees, params = viewer.where("w.audience")
+    where, params = f"w.scope=? AND {sees}", [viewer.scope, *params]
+    if world_ids is not None:
+        if not world_ids:
+            return []
+        where += f" AND w.id IN ({_in(world_ids)})"
+        params += world_ids
+    rows = await db.fetchall(
+        "SELECT w.id, w.scope, w.audience, w.topic, w.access_count, w.created_at, w.last_active, "
+        "(SELECT count(*) FROM memory_messages m WHERE m.world_id=w.id) AS evidence, "
+        "(SELECT count(*) FROM beliefs b WHERE b.world_id=w.id AND b.invalid_at IS NULL) AS beliefs, "
+        "(SELECT avg(confidence) FROM beliefs b WHERE b.world_id=w.id AND b.invalid_at IS NULL) AS conf "
+        f"FROM worlds w WHERE {where} ORDER BY w.last_active DESC", params)
+    return [WorldInfo(r["id"], r["scope"], r["topic"], maturity(r["conf"] or 0.0, r["beliefs"]),
+                      r["access_count"], r["beliefs"], r["evidence"], parse_ts(r["created_at"]),
+                      parse_ts(r["last_active"]), r["audience"]) for r in rows]
+
+
+async def find_world(db: Database, viewer: Viewer, name_or_id: str) -> WorldInfo | None:
+    """A world the viewer sees, by id, id prefix or topic words."""
+    sees, seen = viewer.where("audience")
+    wanted = cap(name_or_id).strip().lower()
+    if not wanted:
+        return None
+    like = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    for sql, param in (("id=?", wanted),
+                       ("id LIKE ? ESCAPE '\\'", like + "%" if len(wanted) >= 3 else None),
+                       ("lower(topic)=?", wanted),
+                       ("lower(topic) LIKE ? ESCAPE '\\'", f"%{like}%")):
+        if param is None:
+            continue
+        found = await db.fetchval(
+            f"SELECT id FROM worlds WHERE scope=? AND {sees} AND {sql} ORDER BY access_count DESC LIMIT 1",
+            (viewer.scope, *seen, param))
+        if found:
+            infos = await world_infos(db, viewer, [found])
+            return infos[0] if infos else None
+    return None
+
+
+async def world_beliefs(db: Database, viewer: Viewer, world_id: str) -> list[Belief]:
+    """All beliefs of a world (superseded ones too), newest first."""
+    rows = await db.fetchall(
+        f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE world_id=? AND scope=? ORDER BY learned_at DESC, id DESC",
+        (world_id, viewer.scope))
+    return [belief_from_row(r) for r in rows]
+
+
+async def recent_messages(db: Database, viewer: Viewer, world_id: str, n: int = RECENT_MESSAGES) -> list[Evidence]:
+    """A world's newest messages, newest first (what /world shows before beliefs exist)."""
+    sees, seen = viewer.where("w.audience")
+    rows = await db.fetchall(f"{_MESSAGE_SELECT} WHERE m.world_id=? AND m.scope=? AND {sees} ORDER BY m.id DESC "
+                             "LIMIT ?", (world_id, viewer.scope, *seen, n))
+    return [evidence_from_row(r) for r in rows]
+
