@@ -11,6 +11,7 @@ from bot.adapters.console import Console
 from bot.app import App
 from bot.cli import main
 from engine.config import DocumentsSection, load_config
+from engine.db import open_database
 from engine.documents import load_document
 from tests.conftest import REPO, bot_command, bot_env
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
@@ -69,16 +70,32 @@ def test_pdf_library_warnings_stay_out_of_the_chat(tmp_path, openai_server):
     assert "invalid pdf header" not in out.stdout
 
 
-async def test_a_corrupt_document_gets_no_resume_hint_and_report_says_why(tmp_path, openai_server, capsys):
+async def test_a_corrupt_document_is_refused_before_anything_starts(tmp_path, openai_server, capsys):
     cfg = tmp_path / "config.toml"
-    cfg.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n'
-                   "retry_max_wait_s = 0.05\n")
+    cfg.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n')
     broken = tmp_path / "broken.pdf"
     broken.write_bytes(b"%PDF-1.4\n garbage garbage")
     code = await _cli(["--config", str(cfg), "simulate", str(broken), "-r", "What happens next?"])
     err = capsys.readouterr().err
-    assert code == 1
-    assert "broken.pdf: the PDF is corrupt" in err and "--resume" not in err
+    assert code == 2, err
+    assert err.strip() == "error: broken.pdf: the PDF is corrupt and cannot be read"   # no --resume hint
+    db = await open_database(tmp_path / "data" / "worldbot.db")
+    try:
+        assert not await db.fetchval("SELECT count(*) FROM simulations")
+        assert not openai_server.requests
+    finally:
+        await db.close()
+
+
+async def test_report_on_a_failed_simulation_says_why(tmp_path, capsys):
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('[bot]\ndata_dir = "data"\n[llm]\nbase_url = "http://127.0.0.1:9/v1"\n'
+                   "retry_max_wait_s = 0.05\nmax_retries = 0\n")
+    doc = tmp_path / "minutes.txt"
+    doc.write_text("The council votes on the new tram line next week. Shops on the route object.")
+    code = await _cli(["--config", str(cfg), "simulate", str(doc), "-r", "What happens next?"])
+    err = capsys.readouterr().err
+    assert code == 1, err
     sim_id = err.split("simulation ", 1)[1].split(" ", 1)[0]
 
     app = await App.create(load_config(cfg))
@@ -88,10 +105,7 @@ async def test_a_corrupt_document_gets_no_resume_hint_and_report_says_why(tmp_pa
         await console_.handle_line(f"/report {sim_id}")
         out = capsys.readouterr().out
         assert f"Simulation `{sim_id}` has no report: its run did not finish" in out
-        assert "failed: broken.pdf: the PDF is corrupt" in out and "/resume" not in out
         assert not await app.db.fetchval("SELECT count(*) FROM jobs WHERE kind='report'")
-        await console_.handle_line(f"/sim status {sim_id}")
-        assert "/resume" not in capsys.readouterr().out
     finally:
         await app.close()
 
