@@ -20,6 +20,7 @@ COMMANDS = [
     "bot.cli.simulate",
     "bot.cli.discord",
     "bot.cli.memory",
+    "bot.cli.recall",
 ]
 
 
