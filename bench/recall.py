@@ -11,7 +11,8 @@ without an LLM. Then every question is asked, at each k, three ways over the sam
 * ``bm25``: plain BM25 (rank-bm25's Okapi, k1 1.5, b 0.75) over each turn's text and caption,
   tokenised into content words (engine.memory.textutil), top k;
 * ``cosine``: MiniLM cosine alone (the product's embedder, same model and backend) between the
-  question and each turn's text, exact, top k.
+  question and each turn's text, exact, top k (the turn vectors are those memory computed at
+  import, recorded on the way).
 
 Figures per method and k: turn recall (share of a question's evidence turns returned, averaged
 over questions), hit rate (at least one evidence turn returned), session hit (a returned turn
@@ -123,6 +124,27 @@ class CosineBaseline:
         return [self.ids[i] for i in order]
 
 
+class RecordingEmbedder(Embedder):
+    """The product's embedder, unchanged, that also keeps every vector it computed, so the cosine
+    baseline scores the very vectors memory stored without embedding the turns twice."""
+
+    def __init__(self, base: Embedder):
+        super().__init__(base.model_name, base.batch_size, base.device, base.backend)
+        self.seen: dict[str, np.ndarray] = {}
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        vectors = await super().embed(texts)
+        self.seen.update(zip(texts, vectors))
+        return vectors
+
+    async def recorded(self, texts: list[str]) -> np.ndarray:
+        """Vectors of ``texts`` as recorded, computing only those never embedded."""
+        missing = list(dict.fromkeys(t for t in texts if t not in self.seen))
+        if missing:
+            await self.embed(missing)
+        return np.stack([self.seen[t] for t in texts])
+
+
 # -- the run -------------------------------------------------------------------------------
 
 def scope_of(dialogue: Dialogue) -> str:
@@ -139,7 +161,7 @@ def document(turn) -> str:
     return turn.text if not turn.caption or turn.caption == turn.text else f"{turn.text} {turn.caption}"
 
 
-async def evaluate(engine: MemoryEngine, embedder: Embedder, dialogues: list[Dialogue], ks: list[int],
+async def evaluate(engine: MemoryEngine, embedder: RecordingEmbedder, dialogues: list[Dialogue], ks: list[int],
                    log=print) -> dict[tuple[str, int], Tally]:
     """Import every dialogue into its own scope, then ask every question three ways at each k."""
     tallies = {(m, k): Tally() for m in METHODS for k in ks}
@@ -150,7 +172,7 @@ async def evaluate(engine: MemoryEngine, embedder: Embedder, dialogues: list[Dia
         worlds = len(await engine.worlds(scope_of(d)))
         ids = [t.id for t in d.turns]
         bm25 = Bm25Baseline(ids, [document(t) for t in d.turns])
-        cosine = CosineBaseline(ids, await embedder.embed([t.text for t in d.turns]))
+        cosine = CosineBaseline(ids, await embedder.recorded([t.text.strip() for t in d.turns]))
         qvecs = await embedder.embed([q.text for q in d.questions]) if d.questions else []
         t1 = time.perf_counter()
         for q, qvec in zip(d.questions, qvecs):
@@ -189,7 +211,7 @@ def table(tallies: dict[tuple[str, int], Tally], ks: list[int]) -> list[str]:
 
 async def run(dialogues: list[Dialogue], args) -> dict:
     config = load_config(args.config)
-    embedder = Embedder.from_config(config.embedder)
+    embedder = RecordingEmbedder(Embedder.from_config(config.embedder))
     await embedder.embed(["warm up"])
     with tempfile.TemporaryDirectory() as tmp:
         db = await open_database(Path(tmp) / "recall.sqlite3")

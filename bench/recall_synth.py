@@ -18,20 +18,27 @@ A session is a day: session hit is a returned turn from the day of an evidence t
 
 ``python -m bench.recall_synth --messages 100000``: ONE scope of that many messages, then
 recall latency p50/p95 over the generated questions at k 5 and 10, and the ingest time of
-single new messages into that scope. Embedding 100k sentences with MiniLM takes too long on
-this machine, so messages get vectors from a pool: for every message template (small talk
-line, fact kind, corrections, ...) up to ``--pool / templates`` generated sentences are
-really embedded, and each message takes the vector of a pool sentence of its own template
-(chosen by a hash of its text) plus Gaussian noise (cosine about 0.96 to it). The messages are
-written through the product's storage path (``MemoryEngine.ingest_many``: routing, worlds,
-FTS, vectors) with that embedder; queries and the single-message ingests are embedded for
-real. Relevance is not scored at 100k (the vectors are approximations); latency is.
+single new messages into that scope. The chats above (60 speakers, 8 channels, about 280 days)
+are filled up with real two-person chats from chitchat-dataset (MIT, inside its PyPI package),
+each posted by two of the speakers in one channel. Embedding 100k sentences with MiniLM takes
+too long on this machine, so messages get vectors from a pool: a message's *template* is its
+chitchat conversation, or its kind (small talk line, fact kind, correction, ...); about
+``--pool`` sentences are really embedded, shared among templates in proportion to their
+distinct texts (at least one each), and every other message takes the vector of a pool
+sentence of its own template (chosen by a hash of its text) plus Gaussian noise (cosine about
+0.96 to it). The messages are written through the product's storage path
+(``MemoryEngine.ingest_many``: routing, worlds, full-text index, vectors) with that embedder;
+queries and the single-message ingests are embedded for real. Relevance is not scored at 100k
+(the vectors are approximations); latency is.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
 import hashlib
+import itertools
+import json
+import math
 import random
 import sys
 import tempfile
@@ -40,6 +47,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import chitchat_dataset
 import numpy as np
 
 from bench.corpus import ALL, load_conversations
@@ -58,8 +66,8 @@ CITIES = ("Porto", "Lyon", "Gdansk", "Valencia", "Bergen", "Ghent", "Leipzig", "
           "Bologna", "Malmo", "Utrecht", "Graz", "Brno", "Aarhus")
 COMPANIES = ("Northwind", "Bluefin Labs", "Orchard Health", "Kestrel Bank", "Lumen Games", "Tidewater Energy",
              "Quarry Robotics", "Maple Insurance", "Harbor Logistics", "Juniper Media")
-ROLES = ("data analyst", "product designer", "nurse", "site engineer", "teacher", "sous chef",
-         "accountant", "translator")
+ROLES = ("a data analyst", "a product designer", "a nurse", "a site engineer", "a teacher", "a sous chef",
+         "an accountant", "a translator")
 ANIMALS = ("cat", "dog", "rabbit", "parrot", "tortoise")
 PET_NAMES = ("Biscuit", "Pepper", "Mochi", "Ziggy", "Olive", "Nacho", "Luna", "Waffles", "Pixel", "Juno")
 INSTRUMENTS = ("cello", "ukulele", "piano", "saxophone", "drums", "violin", "banjo")
@@ -113,7 +121,7 @@ def person_events(rng: random.Random, name: str, days: int, other) -> list[Event
     company, role = rng.choice(COMPANIES), rng.choice(ROLES)
     company2 = _pick(rng, COMPANIES, company)
     fixes = rng.random() < 0.5
-    fact(f"Started my new job at {company} today, I'm a {role} there", f"Where does {name} work?",
+    fact(f"Started my new job at {company} today, I'm {role} there", f"Where does {name} work?",
          f"I left {company}, been at {company2} since Monday" if fixes else None,
          f"Which company does {name} work for now?", f"Where did {name} work before {company2}?", "job")
     animal, pet = rng.choice(ANIMALS), rng.choice(PET_NAMES)
@@ -153,6 +161,16 @@ def person_events(rng: random.Random, name: str, days: int, other) -> list[Event
     return out
 
 
+def chitchat_conversations():
+    """(number, messages) of chitchat-dataset's conversations (MIT; 7,168 two-person chats, inside the
+    PyPI package), a message being one sender's consecutive lines; endless (it starts over)."""
+    data = json.loads((Path(chitchat_dataset.__file__).parent / "dataset.json").read_text(encoding="utf-8"))
+    convs = [[" ".join(u["text"].strip() for u in group if u["text"].strip()) for group in c["messages"]]
+             for c in data.values()]
+    for number, lines in enumerate(itertools.cycle(convs)):
+        yield number, [line for line in lines if line]
+
+
 def synthetic_chat(seed: int, speakers: int = 6, channels: int = 3, days: int = 30,
                    messages: int | None = None, name: str | None = None) -> tuple[Dialogue, dict[str, str]]:
     """One scope's chat; with ``messages``, days are added until it holds at least that many.
@@ -164,6 +182,7 @@ def synthetic_chat(seed: int, speakers: int = 6, channels: int = 3, days: int = 
     distractors = [line for conv in load_conversations(ALL) for line in conv.lines]
     if messages:
         days = max(days, messages // (speakers * 6) + 1)
+        fillers = chitchat_conversations()
 
     def other(who):
         return _pick(rng, people, who)
@@ -196,6 +215,9 @@ def synthetic_chat(seed: int, speakers: int = 6, channels: int = 3, days: int = 
     for day in range(days):
         clock = START + timedelta(days=day)
         todays = events.get(day, [])
+        for _ in range(rng.randint(4, 12)):   # the day's talk that nobody asks about
+            clock += timedelta(seconds=rng.randint(20, 900))
+            chatter(day, clock, rng.choice(rooms))
         for ev in todays:
             channel = rng.choice(rooms)
             for _ in range(rng.randint(2, 6)):   # talk before it
@@ -211,8 +233,11 @@ def synthetic_chat(seed: int, speakers: int = 6, channels: int = 3, days: int = 
             for text, which, category in ev.questions:
                 questions.append(Question(f"s{seed}/q{len(questions)}", text, tuple(ids[i] for i in which), category))
         while messages and len(turns) < messages * (day + 1) / days:
-            clock += timedelta(seconds=rng.randint(20, 900))
-            chatter(day, clock, rng.choice(rooms))
+            conv_no, lines = next(fillers)
+            channel, pair = rng.choice(rooms), rng.sample(people, 2)
+            for i, text in enumerate(lines):
+                clock += timedelta(seconds=rng.randint(5, 120))
+                post(day, clock, channel, pair[i % 2], text, f"chitchat-{conv_no}")
     return Dialogue(name or f"synthetic-{seed}", turns, questions), templates
 
 
@@ -257,11 +282,10 @@ async def pooled_embedder(base: Embedder, dialogue: Dialogue, templates: dict[st
         texts = by_template.setdefault(templates[t.id], [])
         texts.append(t.text)
     rng = random.Random(seed)
-    per = max(1, pool // len(by_template))
-    chosen: dict[str, list[str]] = {}
-    for template, texts in by_template.items():
-        distinct = sorted(set(texts))
-        chosen[template] = rng.sample(distinct, min(per, len(distinct)))
+    distinct = {template: sorted(set(texts)) for template, texts in by_template.items()}
+    ratio = sum(map(len, distinct.values())) / pool
+    chosen = {template: rng.sample(texts, max(1, math.ceil(len(texts) / ratio)) if ratio > 1 else len(texts))
+              for template, texts in distinct.items()}
     pool_texts = [t for texts in chosen.values() for t in texts]
     vectors = await base.embed(pool_texts)
     start, assignment = 0, {}
