@@ -11,7 +11,7 @@ import pytest
 
 from bench.recall import Bm25Baseline, CosineBaseline, Tally, hit, session_hit, turn_recall
 from bench.recall_data import DataError, dialogue_from_locomo, evidence_ids, load_locomo, session_time
-from bench.recall_synth import START, synthetic_chat
+from bench.recall_synth import synthetic_chat
 
 SESSIONS = {"D1:1": "1", "D1:2": "1", "D1:3": "1", "D2:1": "2", "D2:2": "2", "D3:1": "3"}
 
