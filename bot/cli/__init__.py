@@ -24,6 +24,7 @@ COMMANDS = [
     "bot.cli.simulate",
     "bot.cli.discord",
     "bot.cli.memory",
+    "bot.cli.recall",
 ]
 
 

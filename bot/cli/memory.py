@@ -50,14 +50,15 @@ def register(sub) -> None:
     m.set_defaults(func=merge)
 
 
-async def _open(config):
+async def open_memory(config):
+    """The database and a started memory engine, as every memory command uses them."""
     db = await open_database(config.db_path)
     engine = MemoryEngine(db, Embedder.from_config(config.embedder), config.memory)
     await engine.start()
     return db, engine
 
 
-async def _close(db, engine) -> None:
+async def close_memory(db, engine) -> None:
     await engine.close()
     await db.close()
 
@@ -73,7 +74,7 @@ async def import_(args, config) -> int:
     if not messages:
         print(f"{path}: no messages with text to import ({fmt})")
         return 0
-    db, engine = await _open(config)
+    db, engine = await open_memory(config)
     try:
         with tqdm(total=len(messages), desc=f"import {fmt}", unit="msg", file=sys.stderr) as bar:
             def progress(done: int, total: int) -> None:
@@ -82,7 +83,7 @@ async def import_(args, config) -> int:
         await engine.flush()  # name the worlds now rather than after the process is gone
         infos = await engine.worlds(Viewer.operator(scope))
     finally:
-        await _close(db, engine)
+        await close_memory(db, engine)
     born = sum(r.action == "birth" for r in results)
     skipped = len(messages) - len(results)
     print(f"imported {plural(len(results), 'message')} from {path} ({fmt}) into scope {scope}: "
@@ -98,7 +99,7 @@ async def _scopes(db, scope: str | None) -> list[str]:
 
 
 async def worlds(args, config) -> int:
-    db, engine = await _open(config)
+    db, engine = await open_memory(config)
     try:
         out = []
         for scope in await _scopes(db, args.scope):
@@ -110,7 +111,7 @@ async def worlds(args, config) -> int:
                             "created_at": w.created_at.isoformat(), "last_active": w.last_active.isoformat(),
                             "messages": held.get(w.id, [])})
     finally:
-        await _close(db, engine)
+        await close_memory(db, engine)
     if args.json:
         print(json.dumps(out, ensure_ascii=False, indent=1))
         return 0
@@ -131,11 +132,11 @@ async def worlds(args, config) -> int:
 
 
 async def merge(args, config) -> int:
-    db, engine = await _open(config)
+    db, engine = await open_memory(config)
     try:
         totals = await engine.maintain(args.scope)
     finally:
-        await _close(db, engine)
+        await close_memory(db, engine)
     where = f"scope {args.scope}" if args.scope else "every scope"
     print(f"{where}: merged {plural(totals['merged'], 'pair')} of worlds, removed {totals['removed']} empty ones, "
           f"decayed {plural(totals['decayed'], 'belief')}, renamed {plural(totals['renamed'], 'world')}")

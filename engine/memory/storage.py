@@ -42,9 +42,11 @@ async def unseen(db: Database, messages: list[MemoryMessage]) -> list[MemoryMess
     for (scope, channel), ids in wanted.items():
         for i in range(0, len(ids), 500):
             part = ids[i:i + 500]
+            # "message_id <> ''" lets SQLite use the partial unique index on platform ids;
+            # without it, it scans the channel's rows (84 ms per message at 100k, bench.recall_synth).
             rows = await db.fetchall(
-                f"SELECT message_id FROM memory_messages WHERE scope=? AND channel=? AND message_id IN "
-                f"({','.join('?' * len(part))})", (scope, channel, *part))
+                "SELECT message_id FROM memory_messages WHERE scope=? AND channel=? AND message_id <> '' "
+                f"AND message_id IN ({','.join('?' * len(part))})", (scope, channel, *part))
             known |= {(scope, channel, r["message_id"]) for r in rows}
     for m in messages:
         key = (m.scope, m.channel, m.message_id)
