@@ -22,6 +22,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from engine.llm import InvalidAnswer
+from engine.llm.content_checks import ContentChecks
 from engine.offload import run_cpu
 from engine.sim.chunking import Chunk, chunk_documents
 from engine.sim.entity_merge import merge_groups
@@ -63,6 +64,13 @@ class ExtractedRelation(BaseModel):
 class Extraction(BaseModel):
     entities: list[ExtractedEntity] = Field(default_factory=list)
     relations: list[ExtractedRelation] = Field(default_factory=list)
+
+
+# A chunk's extraction must name only actors its text names, in complete sentences; an answer that
+# still fails after the retries costs that chunk's entities, not the graph.
+CHECKS = ContentChecks(texts=("entities[].name", "entities[].summary?", "entities[].attributes[].value?",
+                              "relations[].relation", "relations[].fact"),
+                       names=("entities[].name", "relations[].source", "relations[].target"))
 
 
 def extraction_prompt(ontology: Ontology) -> str:
@@ -221,7 +229,7 @@ async def extract_chunks(ctx: "SimContext", chunks: list[Chunk], ontology: Ontol
                     ex = await ctx.llm.structured(
                         Extraction, [{"role": "system", "content": system},
                                      {"role": "user", "content": f"Source: {chunk.document}\n\n{chunk.text}"}],
-                        fast=True, job=ctx.job_id, scope=ctx.scope)
+                        fast=True, job=ctx.job_id, scope=ctx.scope, checks=CHECKS.for_source(chunk.text))
                 except InvalidAnswer as err:
                     log.warning("chunk %d of %s: no usable extraction (%s)", chunk.index, ctx.sim_id, err)
                     ex = Extraction()

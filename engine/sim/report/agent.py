@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable
 from pydantic import BaseModel
 
 from engine.config import ReportSection
+from engine.llm.content_checks import ContentChecks
 from engine.llm.errors import RequestRejected
 from engine.offload import run_cpu
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
@@ -65,6 +66,9 @@ class SectionPlan(BaseModel):
 class Outline(BaseModel):
     title: str
     sections: list[SectionPlan]
+
+
+OUTLINE_CHECKS = ContentChecks(texts=("title", "sections[].title", "sections[].focus"))
 
 
 @dataclass
@@ -116,7 +120,7 @@ class ReportAgent:
                                           f"social-media simulation. Give it a title and 2 to "
                                           f"{self.config.max_sections} sections; each has a title and a focus: "
                                           "the question the section answers."},
-            {"role": "user", "content": self._context()}], job=self.job, scope=self.scope)
+            {"role": "user", "content": self._context()}], job=self.job, scope=self.scope, checks=OUTLINE_CHECKS)
         sections = [p for p in outline.sections if p.title.strip()][: self.config.max_sections]
         defaults = [SectionPlan(title="What happened", focus="How the simulated discussion unfolded"),
                     SectionPlan(title="Outlook", focus=f"What the simulation suggests for: {self.requirement}")]
