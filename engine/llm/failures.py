@@ -44,10 +44,11 @@ def describe(err: BaseException, endpoint: str, *, tries: int = 1, timeout_s: fl
             key = f"the environment variable {key_env}" if key_env else "the API key"
             return f"{where} refused the API key ({detail}): check {key}."
         if status == 429:
-            return (f"{where} kept refusing with {detail}{_tries(tries)}: wait a little, "
-                    f"or lower [llm] max_concurrency.")
+            refused = f"kept refusing{_tries(tries)}" if tries > 1 else "refused"
+            return f"{where} {refused} with {detail}: wait a little, or lower [llm] max_concurrency."
         if status >= 500:
-            return f"{where} kept failing{_tries(tries)} ({detail}): check that the server is healthy and read its log."
+            failed = f"kept failing{_tries(tries)}" if tries > 1 else "failed"
+            return f"{where} {failed} ({detail}): check that the server is healthy and read its log."
         if status == 404:
             return f"{where} refused the request ({detail}): check [llm] model and base_url."
         return f"{where} refused the request ({detail}): check the server's log and [llm] model."

@@ -240,6 +240,10 @@ class ReportAgent:
                                                           sum(s.mix.get(p, {}).values())) for p in s.platforms) + " |")
             lines.append("| posts | " + " | ".join(str(sum(1 for x in s.posts if x.platform == p))
                                                     for p in s.platforms) + " |")
+            lines.append("| skipped agent steps | " + " | ".join(str(s.skipped_steps.get(p, 0))
+                                                                  for p in s.platforms) + " |")
+            lines.append("")
+            lines.append(skipped_line(s))
             lines.append("")
         for i, (title, body) in enumerate(sections):
             lines += [f"## {i + 1}. {title}", "", body.strip(), ""]
@@ -253,6 +257,17 @@ class ReportAgent:
                       + (f" ({q['label']})" if q.get("label") else "") for q in self.tools.quotes]
             lines.append("")
         return "\n".join(lines)
+
+
+def skipped_line(stats: SimStats) -> str:
+    """How many agent steps were skipped because the model's answer stayed unusable."""
+    total = sum(stats.skipped_steps.values())
+    if not total:
+        return "No agent step was skipped: every agent's model answer was usable."
+    where = ", ".join(f"{n} on {p}" for p, n in stats.skipped_steps.items() if n)
+    steps = "step was" if total == 1 else "steps were"
+    return (f"{total} agent {steps} skipped ({where}): the model's answer was unusable twice in a row "
+            f"(the reasons are in each platform's actions.jsonl).")
 
 
 def load_sim_config(sim_dir: Path) -> SimulationConfig | None:
