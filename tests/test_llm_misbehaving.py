@@ -47,7 +47,7 @@ def test_a_simulation_survives_a_misbehaving_model(openai_server, embedder, tmp_
               for e in map(json.loads, (out / p / "actions.jsonl").read_text().splitlines())]
     skipped = [e for e in events if e["type"] == "step_skipped"]
     ends = [e for e in events if e["type"] == "round_end"]
-    assert len(ends) == 4 and sum(e["llm_steps"] for e in ends) >= 16
+    assert len(ends) == 4 and sum(e["llm_steps"] for e in ends) >= 8
     assert len(skipped) >= 2 and len({e["agent_id"] for e in skipped}) == 1
     assert all("not JSON" in e["reason"] for e in skipped)
     broken_requests = sum(1 for r in openai_server.requests if r.get("tools") and
