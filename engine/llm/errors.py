@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from engine.jobs import JobError
+from engine.llm.failures import describe
 
 
 class LLMError(JobError):
@@ -25,8 +26,6 @@ class RequestRejected(LLMError):
     refusal of the requested response format whatever its status."""
 
     def __init__(self, cause, endpoint: str = "", key_env: str = ""):
-        from engine.llm.failures import describe
-
         super().__init__(describe(cause, endpoint or "(unknown)", key_env=key_env))
         self.cause = cause
         self.status_code = cause.status_code
