@@ -114,3 +114,13 @@ async def test_a_500_is_told_without_the_raw_body(openai_server):
     assert str(caught.value) == (f"The LLM endpoint {openai_server.base_url} kept failing after 2 tries "
                                  "(HTTP 500: model crashed): check that the server is healthy and read its log.")
     await llm.close()
+
+
+def test_placeholder_attribute_values_are_left_out_of_the_graph():
+    from engine.sim.graph import Extraction, collect_nodes
+    from engine.sim.ontology import normalise
+
+    ex = Extraction.model_validate({"entities": [{"name": "Teresa Okafor", "type": "Person", "attributes": [
+        {"name": "role", "value": "N/A"}, {"name": "union", "value": "Dockworkers Union"}]}]})
+    (node,) = collect_nodes([(0, ex)], normalise(None)).values()
+    assert node.attributes == {"union": "Dockworkers Union"}

@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from engine.llm import InvalidAnswer
-from engine.llm.content_checks import ContentChecks
+from engine.llm.content_checks import ContentChecks, text_problem
 from engine.offload import run_cpu
 from engine.sim.chunking import Chunk, chunk_documents
 from engine.sim.entity_merge import merge_groups
@@ -67,9 +67,9 @@ class Extraction(BaseModel):
 
 
 # A chunk's extraction must name only actors its text names, in complete sentences; an answer that
-# still fails after the retries costs that chunk's entities, not the graph.
-CHECKS = ContentChecks(texts=("entities[].name", "entities[].summary?", "entities[].attributes[].value?",
-                              "relations[].relation", "relations[].fact"),
+# still fails after the retries costs that chunk's entities, not the graph. Attribute values are
+# optional: a placeholder one (such as "N/A") is left out rather than failing the chunk.
+CHECKS = ContentChecks(texts=("entities[].name", "entities[].summary?", "relations[].relation", "relations[].fact"),
                        names=("entities[].name", "relations[].source", "relations[].target"))
 
 
@@ -133,7 +133,7 @@ def collect_nodes(extractions: list[tuple[int, Extraction]], ontology: Ontology)
             if e.summary.strip() and e.summary.strip() not in node.summaries:
                 node.summaries.append(e.summary.strip())
             for a in e.attributes:
-                if a.value.strip():
+                if text_problem(a.value) is None:
                     node.attributes.setdefault(a.name.strip(), a.value.strip())
     # Relation endpoints the extractor forgot to list as entities still deserve a node.
     for _, ex in extractions:
