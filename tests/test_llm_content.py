@@ -27,7 +27,7 @@ class Cards(BaseModel):
 
 
 SOURCE = "Teresa Okafor leads the Dockworkers Union. Valmora Logistics runs the port."
-CHECKS = ContentChecks(texts=("cards[].bio",), names=("cards[].name",), source=SOURCE, items="cards")
+CHECKS = ContentChecks(texts=("cards[].bio",), names=("cards[].name",), source=SOURCE, items=("cards",))
 
 
 def make(server, **overrides) -> LLMClient:
@@ -124,3 +124,20 @@ def test_placeholder_attribute_values_are_left_out_of_the_graph():
         {"name": "role", "value": "N/A"}, {"name": "union", "value": "Dockworkers Union"}]}]})
     (node,) = collect_nodes([(0, ex)], normalise(None)).values()
     assert node.attributes == {"union": "Dockworkers Union"}
+
+
+async def test_an_entity_the_chunk_does_not_name_is_dropped_not_the_chunk(openai_server):
+    from engine.sim.graph import CHECKS as EXTRACTION_CHECKS, Extraction
+
+    answer = {"entities": [{"name": "Teresa Okafor", "type": "Person", "summary": "Leads the union."},
+                           {"name": "Organizat ...oops", "type": "Organization", "summary": ""}],
+              "relations": [{"source": "Teresa Okafor", "relation": "LEADS", "target": "Dockworkers Union",
+                             "fact": "Teresa Okafor leads the Dockworkers Union."}]}
+    openai_server.responder = lambda body: json.dumps(answer)
+    llm = make(openai_server)
+    got = await llm.structured(Extraction, [{"role": "user", "content": SOURCE}],
+                               checks=EXTRACTION_CHECKS.for_source(SOURCE))
+    assert [e.name for e in got.entities] == ["Teresa Okafor"] and len(got.relations) == 1
+    assert len(openai_server.requests) == 3   # asked again twice with the problem first
+    assert "names 'Organizat ...oops'" in openai_server.requests[1]["messages"][-1]["content"]
+    await llm.close()

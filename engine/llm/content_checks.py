@@ -4,16 +4,17 @@ never mentions). Repaired JSON in particular validates easily, so shape alone pr
 
 A step declares, with paths into its pydantic model, what its answer must hold:
 
-    ContentChecks(texts=("personas[].bio", "personas[].persona", "entities[].summary?"),
-                  names=("personas[].entity_name",), source=the_prompt_text, items="personas")
+    ContentChecks(texts=("personas[].bio", "personas[].persona"),
+                  names=("personas[].entity_name",), source=the_prompt_text, items=("personas",))
 
 - ``texts``: free text that must be complete and real: not empty (unless the path ends in
   ``?``), not a placeholder ("N/A", "string", "TODO", "..."), no truncation marker ("..." or
   "…" at the end or glued to a word, "oops"-style junk), no cut-off last word.
 - ``names``: names that must occur in ``source`` (whole, or every word of them).
-- ``items``: the top-level list whose elements pass or fail one by one: when the answer still
+- ``items``: the top-level lists whose elements pass or fail one by one: when the answer still
   fails after the retries, the bad elements are dropped and the good ones kept (one persona
-  fails, not the batch). Without ``items`` the whole answer fails (one chunk's entities).
+  fails, not the batch; one entity or relation, not the chunk). A problem outside them, or
+  nothing good left, fails the whole answer.
 
 ``[]`` in a path walks every element of a list. ``LLMClient.structured(..., checks=...)`` runs
 the checks after validation and asks again with the problems; see ``engine.llm.client``.
@@ -38,7 +39,7 @@ _WORD = re.compile(r"[^\W\d_]+")
 class Problem:
     path: str        # "personas[2].bio"
     message: str     # "is cut off ('Organizat')"
-    item: int | None = None   # index in the ``items`` list, when the problem is inside one
+    item: tuple[str, int] | None = None   # (items list, index) when the problem is inside one
 
     def __str__(self) -> str:
         return f"{self.path} {self.message}"
@@ -107,15 +108,18 @@ class ContentChecks:
     texts: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
     source: str = ""
-    items: str = ""
+    items: tuple[str, ...] = ()
 
     def for_source(self, source: str) -> "ContentChecks":
         """These checks with the text that names must occur in."""
         return replace(self, source=source)
 
-    def item_of(self, path: str) -> int | None:
-        found = re.match(rf"{re.escape(self.items)}\[(\d+)\]", path) if self.items else None
-        return int(found.group(1)) if found else None
+    def item_of(self, path: str) -> tuple[str, int] | None:
+        for items in self.items:
+            found = re.match(rf"{re.escape(items)}\[(\d+)\]", path)
+            if found:
+                return items, int(found.group(1))
+        return None
 
     def problem(self, path: str, message: str) -> Problem:
         return Problem(path, message, self.item_of(path))
@@ -159,8 +163,8 @@ class ContentChecks:
         if not self.items or any(p.item is None for p in problems):
             return None
         bad = {p.item for p in problems}
-        elements = getattr(value, self.items)
-        good = [e for n, e in enumerate(elements) if n not in bad]
-        if not good:
+        update = {items: [e for n, e in enumerate(getattr(value, items)) if (items, n) not in bad]
+                  for items in self.items}
+        if not any(update.values()):
             return None
-        return value.model_copy(update={self.items: good}), len(elements) - len(good)
+        return value.model_copy(update=update), len(bad)

@@ -66,11 +66,12 @@ class Extraction(BaseModel):
     relations: list[ExtractedRelation] = Field(default_factory=list)
 
 
-# A chunk's extraction must name only actors its text names, in complete sentences; an answer that
-# still fails after the retries costs that chunk's entities, not the graph. Attribute values are
-# optional: a placeholder one (such as "N/A") is left out rather than failing the chunk.
+# A chunk's extraction must name only actors its text names, in complete sentences; what still
+# fails after the retries is dropped (one entity, one relation), not the chunk or the graph.
+# Attribute values are optional: a placeholder one (such as "N/A") is left out, failing nothing.
 CHECKS = ContentChecks(texts=("entities[].name", "entities[].summary?", "relations[].relation", "relations[].fact"),
-                       names=("entities[].name", "relations[].source", "relations[].target"))
+                       names=("entities[].name", "relations[].source", "relations[].target"),
+                       items=("entities", "relations"))
 
 
 def extraction_prompt(ontology: Ontology) -> str:

@@ -54,7 +54,7 @@ class PersonaBatch(BaseModel):
 # the persona built from the graph (``default_persona``), like an agent the LLM left out.
 CHECKS = ContentChecks(texts=("personas[].bio", "personas[].persona", "personas[].profession",
                               "personas[].country?", "personas[].interests[]"),
-                       names=("personas[].entity_name",), items="personas")
+                       names=("personas[].entity_name",), items=("personas",))
 
 
 class Persona(BaseModel):
