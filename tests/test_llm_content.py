@@ -141,3 +141,14 @@ async def test_an_entity_the_chunk_does_not_name_is_dropped_not_the_chunk(openai
     assert len(openai_server.requests) == 3   # asked again twice with the problem first
     assert "names 'Organizat ...oops'" in openai_server.requests[1]["messages"][-1]["content"]
     await llm.close()
+
+
+async def test_a_cut_off_last_item_fails_alone(openai_server):
+    cut = ('{"cards": [{"name": "Teresa Okafor", "bio": "Union leader in Valmora."}, '
+           '{"name": "Valmora Logistics", "bio": "Runs the port."}, {"name": "Valm')
+    openai_server.responder = lambda body: cut
+    llm = make(openai_server, validation_retries=1)
+    got = await llm.structured(Cards, [{"role": "user", "content": SOURCE}], checks=CHECKS)
+    assert [c.name for c in got.cards] == ["Teresa Okafor", "Valmora Logistics"]
+    assert "cards.2.bio: Field required" in openai_server.requests[1]["messages"][-1]["content"]
+    await llm.close()

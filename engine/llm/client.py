@@ -160,7 +160,7 @@ class LLMClient:
         history = list(messages)
         errors = ""
         attempt = 0
-        shaped: tuple[T, list] | None = None   # the last answer of the right shape, and its problems
+        candidates: list[tuple[T, list]] = []   # answers of the right shape (items may be dropped), with problems
         while attempt <= self.config.validation_retries:
             mode = await self.mode_for(model)
             try:
@@ -177,14 +177,18 @@ class LLMClient:
             content = choice.message.content or ""
             try:
                 data, cut = parse_answer(content)
-                value = model_cls.model_validate(coerce(model_cls, data))
+                data = coerce(model_cls, data)
+                value = model_cls.model_validate(data)
             except (ValidationError, ValueError) as err:
                 errors = _describe(err)
+                # items broken in shape (the last one of a cut-off answer) fail alone, like bad content
+                if isinstance(err, ValidationError) and (salvaged := checks.without_broken_items(model_cls, data, err)):
+                    candidates.append((salvaged, checks.problems(salvaged)))
             else:
                 problems = checks.problems(value) + (checks.cut_values(value, cut) if cut else [])
                 if not problems:
                     return value
-                shaped = (value, problems)
+                candidates.append((value, problems))
                 errors = "; ".join(str(p) for p in problems[:8])
             note = (" Your previous answer was cut off: keep it shorter." if choice.finish_reason == "length"
                     else "")
@@ -192,10 +196,12 @@ class LLMClient:
                        {"role": "user", "content": f"That answer was not valid: {errors}.{note} "
                                                    "Reply again with the complete, corrected JSON object only."}]
             log.info("invalid structured answer for %s: %s", model_cls.__name__, errors)
-        if shaped is not None and (kept := checks.keep_good(*shaped)) is not None:
-            log.warning("%s: dropped %d unusable item(s) after %d tries (%s)", model_cls.__name__, kept[1],
+        kept = [k for c in candidates if (k := checks.keep_good(*c)) is not None]
+        if kept:  # the answer that keeps the most items
+            best = max(kept, key=lambda k: sum(len(getattr(k[0], items)) for items in checks.items))
+            log.warning("%s: dropped %d unusable item(s) after %d tries (%s)", model_cls.__name__, best[1],
                         attempt, errors)
-            return kept[0]
+            return best[0]
         raise InvalidAnswer(f"the LLM gave no valid {model_cls.__name__} after "
                             f"{self.config.validation_retries + 1} tries (last problem: {errors})")
 

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 PLACEHOLDERS = {"n/a", "na", "none", "null", "nil", "string", "str", "todo", "tbd", "tba", "placeholder",
                 "...", "…", "xxx", "xxxx", "lorem ipsum", "example", "text", "your text here", "undefined",
@@ -156,6 +156,21 @@ class ContentChecks:
 
         visit(data, "")
         return found
+
+    def without_broken_items(self, model_cls: type[BaseModel], data: Any, err: ValidationError) -> BaseModel | None:
+        """``data`` validated without the item-list elements the validation errors lie in (the
+        last element of a cut-off answer, typically); None when an error lies elsewhere."""
+        broken: dict[str, set[int]] = {}
+        for e in err.errors():
+            loc = e["loc"]
+            if not (len(loc) >= 2 and loc[0] in self.items and isinstance(loc[1], int) and isinstance(data, dict)):
+                return None
+            broken.setdefault(str(loc[0]), set()).add(loc[1])
+        trimmed = {**data, **{key: [x for n, x in enumerate(data[key]) if n not in bad] for key, bad in broken.items()}}
+        try:
+            return model_cls.model_validate(trimmed)
+        except ValidationError:
+            return None
 
     def keep_good(self, value: BaseModel, problems: list[Problem]) -> tuple[BaseModel, int] | None:
         """``value`` without the items that have problems, and how many were dropped; None when a
