@@ -26,7 +26,7 @@ from pydantic import BaseModel
 
 from engine.config import ReportSection
 from engine.llm.content_checks import ContentChecks
-from engine.llm.errors import RequestRejected
+from engine.llm.errors import InvalidAnswer, RequestRejected
 from engine.offload import run_cpu
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.report.charts import TITLES, draw_charts
@@ -115,12 +115,17 @@ class ReportAgent:
         path = self.dir / "outline.json"
         if path.exists():
             return Outline.model_validate_json(path.read_text(encoding="utf-8"))
-        outline = await self.llm.structured(Outline, [
-            {"role": "system", "content": f"Plan an analytical report that answers the requirement from a "
-                                          f"social-media simulation. Give it a title and 2 to "
-                                          f"{self.config.max_sections} sections; each has a title and a focus: "
-                                          "the question the section answers."},
-            {"role": "user", "content": self._context()}], job=self.job, scope=self.scope, checks=OUTLINE_CHECKS)
+        try:
+            outline = await self.llm.structured(Outline, [
+                {"role": "system", "content": f"Plan an analytical report that answers the requirement from a "
+                                              f"social-media simulation. Give it a title and 2 to "
+                                              f"{self.config.max_sections} sections; each has a title and a focus: "
+                                              "the question the section answers."},
+                {"role": "user", "content": self._context()}], job=self.job, scope=self.scope,
+                checks=OUTLINE_CHECKS)
+        except InvalidAnswer as err:  # junk or no outline: the default sections below
+            log.warning("report outline: unusable answer, using the default sections (%s)", err)
+            outline = Outline(title="", sections=[])
         sections = [p for p in outline.sections if p.title.strip()][: self.config.max_sections]
         defaults = [SectionPlan(title="What happened", focus="How the simulated discussion unfolded"),
                     SectionPlan(title="Outlook", focus=f"What the simulation suggests for: {self.requirement}")]
