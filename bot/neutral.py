@@ -9,10 +9,15 @@ only when a command that takes them is allowed to run (``Attachment.fetch``).
 from __future__ import annotations
 
 import abc
+import asyncio
+import contextlib
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
+
+log = logging.getLogger(__name__)
 
 # Brings an attachment to local disk; None after telling the user why not (too big, gone).
 Fetch = Callable[["Reply"], Awaitable[Path | None]]
@@ -119,3 +124,21 @@ class Reply(abc.ABC):
     async def progress_message(self, text: str) -> Sent:
         """A message meant to be edited as long work advances."""
         return await self._send_one(text[: self.max_len])
+
+    @contextlib.asynccontextmanager
+    async def typing(self) -> AsyncIterator[None]:
+        """A sign of life while the block runs (a long LLM wait): the platform's typing indicator,
+        a "thinking…" line at the console. It runs beside the block and never fails it."""
+        stop = asyncio.Event()
+        shown = asyncio.create_task(self._show_typing(stop))
+        try:
+            yield
+        finally:
+            stop.set()
+            try:
+                await shown
+            except Exception as err:  # a sign of life that fails must not fail the answer
+                log.info("typing indicator failed: %s", err)
+
+    async def _show_typing(self, stop: asyncio.Event) -> None:
+        """Show the platform's sign of life at once and until ``stop`` is set (default: none)."""

@@ -72,6 +72,7 @@ class LLMSection(Section):
     max_concurrency: int = Field(4, ge=1, le=256)
     max_retries: int = Field(5, ge=0, le=20)
     retry_max_wait_s: float = Field(60.0, ge=0.0)
+    interactive_retries: int = Field(1, ge=0, le=20)  # retries while a person waits (/ask, /interview)
     validation_retries: int = Field(2, ge=0, le=10)
     json_mode: Literal["auto", "json_schema", "json_object", "prompt"] = "auto"
     temperature: float = Field(0.3, ge=0.0, le=2.0)

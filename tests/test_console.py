@@ -53,6 +53,22 @@ def test_newer_database_is_refused_with_a_clear_message(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+def test_ask_shows_it_is_thinking_and_says_the_llm_is_down_in_one_sentence(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
+    out = run_bot(tmp_path, "the ferry leaves at nine\n/ask when does the ferry leave?\n",
+                  config_text=f'[llm]\nbase_url = "{dead}"\n[memory]\nextract_every_s = 600\n')
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    thinking = lines.index("… thinking")
+    answer = next(i for i, line in enumerate(lines) if line.startswith("⚠ The LLM endpoint"))
+    assert thinking < answer and "could not be reached after 2 tries" in lines[answer]
+    assert "Error code" not in out.stdout and "{'error'" not in out.stdout and "Traceback" not in out.stderr
+
+
 def test_bad_config_value_is_named(tmp_path):
     out = run_bot(tmp_path, "", config_text="[jobs]\nmax_concurrent = -1\n")
     assert out.returncode == 2

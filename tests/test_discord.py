@@ -78,6 +78,16 @@ async def test_slash_command_with_attachment_to_progress_edits_and_report_upload
         await stop_bot(app, stop, task)
 
 
+async def test_ask_shows_the_typing_indicator_in_its_channel(tmp_path, monkeypatch, fake):
+    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake)
+    try:
+        await fake.interaction("ask", [{"name": "question", "type": 3, "value": "where is the ferry?"}])
+        await fake.wait_for("POST", f"/channels/{CHANNEL}/typing")
+        await fake.wait_for("POST", "/webhooks/")  # the answer follows
+    finally:
+        await stop_bot(app, stop, task)
+
+
 async def test_admin_commands_are_refused_ephemerally_without_role_or_manage_server(tmp_path, monkeypatch, fake):
     app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake, admin_role="botadmin")
     try:

@@ -197,8 +197,10 @@ async def test_scope_budget_per_day(openai_server, db):
 async def test_other_refusals_are_one_clear_llm_error(openai_server):
     openai_server.responder = lambda body: Raw(404, {"error": {"message": "model m does not exist"}})
     llm = make(openai_server)
-    with pytest.raises(LLMError, match=r"refused the request \(404\).*does not exist"):
+    with pytest.raises(LLMError, match=r"refused the request \(HTTP 404: model m does not exist\): "
+                                       r"check \[llm\] model") as caught:
         await llm.chat([{"role": "user", "content": "hi"}])
+    assert "{" not in str(caught.value) and openai_server.base_url in str(caught.value)
     assert len(openai_server.requests) == 1  # not retried
     await llm.close()
 

@@ -15,7 +15,7 @@ import pytest
 from engine.config import LLMSection
 from engine.db import discover_migrations, open_database
 from engine.llm import LLMClient
-from engine.llm.schema import extract_json
+from engine.llm.schema import parse_answer
 from engine.memory import MemoryMessage
 from engine.memory.beliefs import home_world
 from engine.memory.extraction import SYSTEM_PROMPT
@@ -206,7 +206,7 @@ CUT_OFF = ('{"beliefs": [{"subject": "Alice", "predicate": "lives in", "object":
 
 
 async def test_an_answer_that_only_parses_after_repair_stores_nothing(tmp_path):
-    assert len(extract_json(CUT_OFF)["beliefs"]) == 2  # repair would have made two beliefs of it
+    assert len(parse_answer(CUT_OFF)[0]["beliefs"]) == 2  # repair would have made two beliefs of it
     with FakeOpenAI(lambda body: CUT_OFF if is_extraction(body) else json.dumps({"name": "t"})) as server:
         llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model", validation_retries=1))
         db, engine = await open_engine(tmp_path / "m.db", llm=llm, extract_every_s=600)

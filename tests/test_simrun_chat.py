@@ -15,7 +15,7 @@ from bot.app import App
 from engine.config import load_config
 from engine.sim import pipeline
 from engine.sim.run.protocol import ACTIONS_LOG, platform_db
-from tests.fakes.openai_server import SocialResponder
+from tests.fakes.openai_server import Raw, SocialResponder
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 
@@ -112,6 +112,16 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
         assert sorted((a.platform, a.agent_id) for a in answers) == sorted(
             [("twitter", i) for i in range(6)] + [("reddit", i) for i in (1, 2, 3, 5)])
         assert all(a.answer and not a.error and a.round == 3 for a in answers)
+
+        # the model fails every interview: one line for all agents, in one sentence
+        openai_server.responder = lambda body: (responder(body) if body.get("tools") else
+                                                Raw(500, {"error": {"message": "model crashed"}}))
+        await console.handle_line("/interview c1 all Still there?")
+        out = capsys.readouterr().out
+        assert out.count("could not answer") == 1 and "•" not in out
+        assert (f"6 agents could not answer: The LLM endpoint {openai_server.base_url} failed "
+                "(HTTP 500: model crashed): check that the server is healthy and read its log.") in out
+        openai_server.responder = responder
         await console.handle_line("/interview c1 zed Hi?")
         assert "no agent 'zed'" in capsys.readouterr().out
         await console.handle_line("/sim resume c1")
@@ -128,7 +138,7 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
         assert "• Dev [reddit, agent 3" in out and "[twitter" not in out
         assert await runs.release("c1")
         rows = await app.db.fetchall("SELECT agent_name, platform FROM sim_interviews WHERE sim_id='c1' ORDER BY id")
-        assert len(rows) == 1 + 10 + 2 and rows[0]["agent_name"] == "Ben" and rows[-1]["platform"] == "reddit"
+        assert len(rows) == 1 + 10 + 10 + 2 and rows[0]["agent_name"] == "Ben" and rows[-1]["platform"] == "reddit"
         assert all(p.stat().st_size == 0 for p in (folder / "log").iterdir())  # oasis's debug logs tamed
         assert "db_path" in (folder / "run.log").read_text()  # oasis's prints went to the log, not the protocol
         assert not responder.rejected  # trimmed memories and mid-step interviews kept tool calls whole

@@ -110,6 +110,15 @@ async def test_a_slow_handler_does_not_block_other_chats_and_text_is_escaped(tg)
     await server.wait_for("sendMessage", lambda c: "slow done" in text_of(c))
 
 
+async def test_ask_shows_the_typing_indicator_before_the_answer(tg):
+    app, server, runs, gate = tg
+    server.push_message(55, "/ask where does the ferry leave from?")
+    typing = await server.wait_for("sendChatAction")
+    assert typing.params["action"] == "typing" and typing.params["chat_id"] == 55
+    await server.wait_for("sendMessage", lambda c: c.params.get("chat_id") == 55)
+    assert server.calls.index(typing) < next(i for i, c in enumerate(server.calls) if c.method == "sendMessage")
+
+
 async def test_start_greets_and_lists_commands(tg):
     app, server, runs, gate = tg
     server.push_message(62, "/start")

@@ -56,6 +56,9 @@ class ConsoleReply(Reply):
     async def error(self, text: str) -> None:
         self.out.print(f"⚠ {text}", "ansired bold")
 
+    async def _show_typing(self, stop: asyncio.Event) -> None:
+        self.out.print("… thinking", "ansibrightblack")
+
     async def upload(self, path: Path, caption: str = "", image: bool = False) -> Sent:
         kind = "image" if image else "file"
         self.out.print(f"[{kind}] {Path(path).resolve()}" + (f" — {caption}" if caption else ""), "ansigreen")

@@ -150,6 +150,14 @@ class DiscordReply(Reply):
                                    f"server accepts from bots, so it is not attached. It is kept at {path}.")
         return DiscordSent(await self._post(caption[:MESSAGE_LIMIT], discord.File(path, filename=path.name)))
 
+    def _channel_id(self) -> int:
+        raise NotImplementedError
+
+    async def _show_typing(self, stop: asyncio.Event) -> None:
+        # discord.py says it again every few seconds while the block runs
+        async with self.adapter.client.get_partial_messageable(self._channel_id()).typing():
+            await stop.wait()
+
 
 class ChannelReply(DiscordReply):
     """Posts into a channel without an interaction (job progress, digests, notices)."""
@@ -157,6 +165,9 @@ class ChannelReply(DiscordReply):
     def __init__(self, adapter: "DiscordAdapter", channel_id: int):
         super().__init__(adapter)
         self.channel = adapter.client.get_partial_messageable(channel_id)
+
+    def _channel_id(self) -> int:
+        return self.channel.id
 
     async def _post(self, content: str, file: discord.File | None = None) -> discord.Message:
         # discord.py retries 5xx answers; with an enforced nonce Discord returns the message it
@@ -175,6 +186,9 @@ class InteractionReply(DiscordReply):
     async def accept(self) -> None:
         if not self.interaction.response.is_done():
             await self.interaction.response.defer(thinking=True)
+
+    def _channel_id(self) -> int:
+        return self.interaction.channel_id
 
     async def _post(self, content: str, file: discord.File | None = None) -> discord.Message:
         await self.accept()

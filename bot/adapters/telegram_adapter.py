@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from telegram import BotCommand, Message, Update
-from telegram.constants import ChatMemberStatus, ChatType, ParseMode
+from telegram.constants import ChatAction, ChatMemberStatus, ChatType, ParseMode
 from telegram.error import BadRequest, TelegramError
 from telegram.ext import AIORateLimiter, Application
 
@@ -32,6 +32,7 @@ from engine.config import Config, secret
 log = logging.getLogger(__name__)
 
 CAPTION_LIMIT = 1024
+TYPING_EVERY_S = 4.0  # Telegram shows a chat action for about 5 s
 _CODE = re.compile(r"`([^`\n]+)`")
 
 
@@ -65,6 +66,16 @@ class TelegramReply(Reply):
         message = await self.bot.send_message(self.chat_id, to_html(text), parse_mode=ParseMode.HTML,
                                               message_thread_id=self.thread_id)
         return TelegramSent(self.bot, message, text)
+
+    async def _show_typing(self, stop: asyncio.Event) -> None:
+        # Telegram shows a chat action for 5 s at most: say it again until the answer is ready
+        while True:
+            await self.bot.send_chat_action(self.chat_id, ChatAction.TYPING, message_thread_id=self.thread_id)
+            try:
+                await asyncio.wait_for(stop.wait(), TYPING_EVERY_S)
+                return
+            except asyncio.TimeoutError:
+                pass
 
     async def upload(self, path: Path, caption: str = "", image: bool = False) -> Sent:
         path = Path(path)

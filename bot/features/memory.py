@@ -15,6 +15,7 @@ from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.neutral import Incoming
 from bot.permissions import ADMIN, EVERYONE, ByAction
 from engine.embedder import Embedder
+from engine.llm.client import person_waiting
 from engine.llm.errors import LLMError
 from engine.memory import MemoryEngine, MemoryMessage, RecallResult, WorldInfo
 from engine.memory.audience import Viewer
@@ -156,9 +157,11 @@ def setup(app) -> None:
                  [Arg("question", "your question", type="text")], group="memory")
     async def ask(ctx: CommandContext) -> None:
         try:
-            result = await engine.ask(viewer(ctx), searched(engine, ctx.args["question"]))
+            async with ctx.reply.typing():
+                with person_waiting():
+                    result = await engine.ask(viewer(ctx), searched(engine, ctx.args["question"]))
         except LLMError as err:
-            await ctx.reply.send(f"⚠ The language model could not answer ({err}); here is what memory holds:\n"
+            await ctx.reply.send(f"⚠ {err} Here is what memory holds:\n"
                                  + recall_text(await engine.recall(viewer(ctx), ctx.args["question"])))
             return
         if not result.recall.found:

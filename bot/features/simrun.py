@@ -4,7 +4,8 @@
 bot.features.simulation) and ``/interview <sim> <agent or all> <question> [--platform P]``.
 The run itself is step 4 of the simulation pipeline (engine.sim.run.step). When the run's agents
 cannot be reached (its databases are gone), /interview answers in character from the agents'
-personas and labels every such answer so.
+personas and labels every such answer so. Agents that could not answer for one same reason are
+told in one line ("12 agents could not answer: <reason>"), not one line each.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.features.simulation import sim_starter_or_admin
+from engine.llm.client import person_waiting
 from engine.offload import run_cpu
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.report.sources import PERSONA_LABEL, PersonaInterviewer, load_roster
@@ -51,9 +53,20 @@ def resolve_agents(cfg: SimulationConfig, spec: str) -> list[int] | None:
 
 def format_answers(sim_id: str, question: str, answers: list[Answer]) -> str:
     lines = [f"Interview in simulation `{sim_id}`: “{question}”"]
+    failed: dict[str, list[Answer]] = {}
     for a in answers:
-        said = a.answer.strip() if a.answer else f"(no answer: {a.error})"
-        lines.append(f"• {a.name} [{a.platform}, agent {a.agent_id}, after round {a.round}]: {said}")
+        if a.answer and a.answer.strip():
+            lines.append(f"• {a.name} [{a.platform}, agent {a.agent_id}, after round {a.round}]: {a.answer.strip()}")
+        else:
+            failed.setdefault(a.error or "it gave an empty answer", []).append(a)
+    for reason, group in failed.items():
+        agents = {a.agent_id for a in group}
+        if len(group) == 1:
+            a = group[0]
+            lines.append(f"• {a.name} [{a.platform}, agent {a.agent_id}, after round {a.round}]: (no answer: {reason})")
+        else:
+            who = "1 agent" if len(agents) == 1 else f"{len(agents)} agents"
+            lines.append(f"{who} could not answer: {reason}")
     return "\n".join(lines)
 
 
@@ -144,13 +157,17 @@ def setup(app) -> None:
         who = "all agents" if agent_ids is None else plural(len(agent_ids), "agent")
         await ctx.reply.send(f"Asking {who} of simulation `{row['id']}`… (a finished run is reopened first)")
         try:
-            answers = await service.interview(row["id"], agent_ids, ctx.args["question"], platforms,
-                                              asked_by=f"{ctx.message.platform}:{ctx.message.author_id}")
+            async with ctx.reply.typing():
+                answers = await service.interview(row["id"], agent_ids, ctx.args["question"], platforms,
+                                                  asked_by=f"{ctx.message.platform}:{ctx.message.author_id}")
         except RunUnreachable as err:
             llm = app.services.get("llm")
             if llm is None:
                 raise
-            await ctx.reply.send(await in_character(llm, row["id"], Path(state.folder), agent_ids,
-                                                    ctx.args["question"].strip(), platform, ctx.scope, str(err)))
+            async with ctx.reply.typing():
+                with person_waiting():
+                    text = await in_character(llm, row["id"], Path(state.folder), agent_ids,
+                                              ctx.args["question"].strip(), platform, ctx.scope, str(err))
+            await ctx.reply.send(text)
             return
         await ctx.reply.send(format_answers(row["id"], ctx.args["question"].strip(), answers))

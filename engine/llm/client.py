@@ -11,13 +11,23 @@
 - ``chat(messages)`` returns the text; ``complete(messages, tools=...)`` the raw assistant
   message (tool calls included) for agents that call tools natively.
 - 429, 5xx, timeouts and connection errors are retried with backoff (tenacity) honouring
-  Retry-After; the openai client's own retries are off so there is one policy.
+  Retry-After; the openai client's own retries are off so there is one policy. While a person
+  waits for the answer (``person_waiting()``: /ask, /interview) the retries are
+  ``[llm] interactive_retries`` with at most a second between them, so a dead endpoint is
+  reported in seconds, not after half a minute.
+- Every failure is one human sentence (``failures.describe``: status, endpoint, what to check).
+- ``structured(..., checks=ContentChecks(...))`` also checks the answer's content (truncation,
+  placeholders, names not in the source; see ``content_checks``): an answer that fails is asked
+  again with the problems; when it still fails, a check that names an item list keeps the good
+  items and drops the bad ones (one persona), otherwise the answer is refused (one chunk).
 - Tokens and estimated cost are counted per job and per scope; budget caps raise
   BudgetExceeded, a JobError, so the job stops with a message.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import email.utils
 import json
 import logging
@@ -32,15 +42,30 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from engine.config import LLMSection, secret
 from engine.db import Database
+from engine.llm.content_checks import ContentChecks
 from engine.llm.errors import InvalidAnswer, LLMError, LLMNotConfigured, RequestRejected
+from engine.llm.failures import describe
 from engine.llm.modes import LADDERS, ModeMemory, refusal, rejects_format, weaker
-from engine.llm.schema import coerce, extract_json, schema_instruction, schema_name, strict_schema
+from engine.llm.schema import coerce, parse_answer, schema_instruction, schema_name, strict_schema
 from engine.llm.usage import Usage, UsageLedger
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
 Messages = Sequence[dict[str, Any]]
+
+_PERSON_WAITING: contextvars.ContextVar[bool] = contextvars.ContextVar("llm_person_waiting", default=False)
+_WAITING_MAX_WAIT_S = 1.0
+
+
+@contextlib.contextmanager
+def person_waiting():
+    """Requests made inside this block have someone waiting on them: few retries, short waits."""
+    token = _PERSON_WAITING.set(True)
+    try:
+        yield
+    finally:
+        _PERSON_WAITING.reset(token)
 
 
 def _transient(err: BaseException) -> bool:
@@ -129,13 +154,15 @@ class LLMClient:
 
     async def structured(self, model_cls: type[T], messages: Messages, *, fast: bool = False,
                          job: str | None = None, scope: str | None = None, repair: bool = True,
-                         **kwargs: Any) -> T:
-        """Ask for an answer that validates as ``model_cls`` and return it. ``repair`` False:
-        broken or truncated JSON is not mended but asked again like any invalid answer."""
+                         checks: ContentChecks | None = None, **kwargs: Any) -> T:
+        """Ask for an answer that validates as ``model_cls`` and passes ``checks`` and return it.
+        ``repair`` False: broken or truncated JSON is not mended but asked again like any invalid answer."""
         model = self.model_name(fast)
+        checks = checks or ContentChecks()
         history = list(messages)
         errors = ""
         attempt = 0
+        candidates: list[tuple[T, list]] = []   # answers of the right shape (items may be dropped), with problems
         while attempt <= self.config.validation_retries:
             mode = await self.mode_for(model)
             try:
@@ -151,18 +178,34 @@ class LLMClient:
             choice = response.choices[0]
             content = choice.message.content or ""
             try:
-                data = coerce(model_cls, extract_json(content, repair=repair))
-                return model_cls.model_validate(data)
+                data, cut = parse_answer(content, repair=repair)
+                data = coerce(model_cls, data)
+                value = model_cls.model_validate(data)
             except (ValidationError, ValueError) as err:
                 errors = _describe(err)
-                note = (" Your previous answer was cut off: keep it shorter." if choice.finish_reason == "length"
-                        else "")
-                history = [*history, {"role": "assistant", "content": content[:4000]},
-                           {"role": "user", "content": f"That answer was not valid: {errors}.{note} "
-                                                       "Reply again with the complete, corrected JSON object only."}]
-                log.info("invalid structured answer for %s: %s", model_cls.__name__, errors)
+                # items broken in shape (the last one of a cut-off answer) fail alone, like bad content
+                if isinstance(err, ValidationError) and (salvaged := checks.without_broken_items(model_cls, data, err)):
+                    candidates.append((salvaged, checks.problems(salvaged)))
+            else:
+                problems = checks.problems(value) + (checks.cut_values(value, cut) if cut else [])
+                if not problems:
+                    return value
+                candidates.append((value, problems))
+                errors = "; ".join(str(p) for p in problems[:8])
+            note = (" Your previous answer was cut off: keep it shorter." if choice.finish_reason == "length"
+                    else "")
+            history = [*history, {"role": "assistant", "content": content[:4000]},
+                       {"role": "user", "content": f"That answer was not valid: {errors}.{note} "
+                                                   "Reply again with the complete, corrected JSON object only."}]
+            log.info("invalid structured answer for %s: %s", model_cls.__name__, errors)
+        kept = [k for c in candidates if (k := checks.keep_good(*c)) is not None]
+        if kept:  # the answer that keeps the most items
+            best = max(kept, key=lambda k: sum(len(getattr(k[0], items)) for items in checks.items))
+            log.warning("%s: dropped %d unusable item(s) after %d tries (%s)", model_cls.__name__, best[1],
+                        attempt, errors)
+            return best[0]
         raise InvalidAnswer(f"the LLM gave no valid {model_cls.__name__} after "
-                       f"{self.config.validation_retries + 1} tries (last problem: {errors})")
+                            f"{self.config.validation_retries + 1} tries (last problem: {errors})")
 
     # -- internals -----------------------------------------------------------------------
 
@@ -199,9 +242,13 @@ class LLMClient:
         def refused_format(err: BaseException) -> bool:
             return formatted and rejects_format(err)
 
+        waiting = _PERSON_WAITING.get()
+        tries = (min(self.config.interactive_retries, self.config.max_retries) if waiting
+                 else self.config.max_retries) + 1
+        max_wait = min(self.config.retry_max_wait_s, _WAITING_MAX_WAIT_S) if waiting else self.config.retry_max_wait_s
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self.config.max_retries + 1),
-            wait=_Backoff(self.config.retry_max_wait_s),
+            stop=stop_after_attempt(tries),
+            wait=_Backoff(max_wait),
             retry=retry_if_exception(lambda err: _transient(err) and not refused_format(err)),
             reraise=True,
         )
@@ -211,17 +258,13 @@ class LLMClient:
                     async with self._slots:
                         response = await self._client.chat.completions.create(
                             model=model, messages=messages, **kwargs)
-        except openai.AuthenticationError:
-            raise LLMError(f"the LLM endpoint refused the API key (environment variable "
-                           f"{self.config.api_key_env})") from None
+        except openai.AuthenticationError as err:
+            raise LLMError(describe(err, self.base_url, key_env=self.config.api_key_env)) from None
         except Exception as err:
-            if refused_format(err):
-                raise RequestRejected(err) from None
+            if refused_format(err) or (isinstance(err, openai.APIStatusError) and not _transient(err)):
+                raise RequestRejected(err, self.base_url, self.config.api_key_env) from None
             if _transient(err):
-                raise LLMError(f"the LLM endpoint kept failing after {self.config.max_retries + 1} "
-                               f"tries: {_short(err)}") from None
-            if isinstance(err, openai.APIStatusError):
-                raise RequestRejected(err) from None
+                raise LLMError(describe(err, self.base_url, tries=tries, timeout_s=self.config.timeout_s)) from None
             raise
         if not response.choices:
             raise LLMError("the LLM endpoint answered without any choices")
@@ -237,11 +280,6 @@ def _tokens(response: ChatCompletion, messages: list[dict]) -> tuple[int, int]:
     sent = sum(len(json.dumps(m.get("content", ""))) for m in messages)
     got = len(response.choices[0].message.content or "")
     return sent // 4, got // 4
-
-
-def _short(err: BaseException) -> str:
-    text = str(err)
-    return text if len(text) <= 300 else text[:300] + "…"
 
 
 def _describe(err: Exception) -> str:

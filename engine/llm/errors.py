@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from engine.jobs import JobError
+from engine.llm.failures import describe
 
 
 class LLMError(JobError):
@@ -24,7 +25,7 @@ class RequestRejected(LLMError):
     """The endpoint refused a request: a 4xx other than authentication and rate limits, or a
     refusal of the requested response format whatever its status."""
 
-    def __init__(self, cause):
-        super().__init__(f"the LLM endpoint refused the request ({cause.status_code}): {str(cause)[:300]}")
+    def __init__(self, cause, endpoint: str = "", key_env: str = ""):
+        super().__init__(describe(cause, endpoint or "(unknown)", key_env=key_env))
         self.cause = cause
         self.status_code = cause.status_code

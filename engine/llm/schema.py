@@ -3,7 +3,8 @@
 Strict ``json_schema`` needs every object closed (``additionalProperties: false``) with every
 property listed as required, and rejects ``default``; pydantic's schema is rewritten to fit.
 The other modes put the schema into the prompt instead. Answers are parsed leniently: code
-fences and prose around the JSON are dropped and malformed or truncated JSON is repaired.
+fences and prose around the JSON are dropped and malformed or truncated JSON is repaired; an
+answer cut off inside a string reports the cut text, so the caller can refuse that value.
 """
 from __future__ import annotations
 
@@ -54,9 +55,10 @@ def schema_instruction(model: type[BaseModel]) -> str:
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)(?:```|$)", re.S)
 
 
-def extract_json(text: str, repair: bool = True) -> Any:
-    """Best-effort parse of an answer that should be JSON: repairs broken or truncated JSON, or
-    with ``repair`` False raises ValueError for it (for callers to whom such text is garbage)."""
+def parse_answer(text: str, repair: bool = True) -> tuple[Any, str | None]:
+    """Best-effort parse of an answer that should be JSON (repairs broken or truncated JSON),
+    and the text of the string it was cut off in, if it ended inside one. ``repair`` False: broken
+    JSON raises ValueError instead (for callers to whom such text is garbage)."""
     text = (text or "").strip()
     fenced = _FENCE.search(text)
     if fenced:
@@ -65,13 +67,26 @@ def extract_json(text: str, repair: bool = True) -> Any:
     if start > 0:
         text = text[start:]
     if not text:
-        return None
+        return None, None
     try:
-        return json.loads(text)
+        return json.loads(text), None
     except json.JSONDecodeError as err:
         if not repair:
             raise ValueError(f"the answer is not well-formed JSON ({err.msg} at character {err.pos})") from None
-        return json_repair.loads(text)
+        return json_repair.loads(text), open_string(text)
+
+
+def open_string(text: str) -> str | None:
+    """The content of the double-quoted string ``text`` ends inside, or None."""
+    start, escaped = None, False
+    for i, ch in enumerate(text):
+        if start is not None and escaped:
+            escaped = False
+        elif start is not None and ch == "\\":
+            escaped = True
+        elif ch == '"':
+            start = None if start is not None else i + 1
+    return None if start is None else text[start:]
 
 
 def coerce(model: type[BaseModel], data: Any) -> Any:

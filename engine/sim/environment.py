@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from engine.config import SimulationSection
 from engine.jobs import JobError
 from engine.llm import InvalidAnswer
+from engine.llm.content_checks import ContentChecks
 from engine.sim import personas as persona_gen
 from engine.sim import sizing
 from engine.sim.envmodels import (CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES, AgentConfig, EventConfig,
@@ -58,6 +59,11 @@ short hashtags or phrases), initial_posts (2-5 posts that start the discussion a
 by one of the listed agents, in their voice, under 280 characters), scheduled_events (0-4 later
 developments, each a post by a listed agent at a given hour within the simulated span).
 Use only agent names from the list, spelled exactly."""
+
+
+# Agent names are matched (and unknown ones dropped) by ``plan_to_events``; the texts must be real.
+EVENT_CHECKS = ContentChecks(texts=("narrative", "hot_topics[]", "initial_posts[].content",
+                                    "scheduled_events[].content"))
 
 
 def select_agents(entities: list[EntityRecord], ontology: Ontology, wanted: int) -> list[EntityRecord]:
@@ -136,7 +142,7 @@ async def plan_events(ctx: "SimContext", agents: list[AgentConfig], entities: li
                                             f"Background: {ontology.summary}\n"
                                             f"Simulated span: {time.total_hours} hours.\nAgents:\n{roster}"}]
     try:
-        plan = await ctx.llm.structured(EventPlan, messages, job=ctx.job_id, scope=ctx.scope)
+        plan = await ctx.llm.structured(EventPlan, messages, job=ctx.job_id, scope=ctx.scope, checks=EVENT_CHECKS)
         events = plan_to_events(plan, agents, time)
     except InvalidAnswer:
         events = None

@@ -22,6 +22,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from engine.llm import InvalidAnswer
+from engine.llm.content_checks import ContentChecks, text_problem
 from engine.offload import run_cpu
 from engine.sim.chunking import Chunk, chunk_documents
 from engine.sim.entity_merge import merge_groups
@@ -63,6 +64,14 @@ class ExtractedRelation(BaseModel):
 class Extraction(BaseModel):
     entities: list[ExtractedEntity] = Field(default_factory=list)
     relations: list[ExtractedRelation] = Field(default_factory=list)
+
+
+# A chunk's extraction must name only actors its text names, in complete sentences; what still
+# fails after the retries is dropped (one entity, one relation), not the chunk or the graph.
+# Attribute values are optional: a placeholder one (such as "N/A") is left out, failing nothing.
+CHECKS = ContentChecks(texts=("entities[].name", "entities[].summary?", "relations[].relation", "relations[].fact"),
+                       names=("entities[].name", "relations[].source", "relations[].target"),
+                       items=("entities", "relations"))
 
 
 def extraction_prompt(ontology: Ontology) -> str:
@@ -125,7 +134,7 @@ def collect_nodes(extractions: list[tuple[int, Extraction]], ontology: Ontology)
             if e.summary.strip() and e.summary.strip() not in node.summaries:
                 node.summaries.append(e.summary.strip())
             for a in e.attributes:
-                if a.value.strip():
+                if text_problem(a.value) is None:
                     node.attributes.setdefault(a.name.strip(), a.value.strip())
     # Relation endpoints the extractor forgot to list as entities still deserve a node.
     for _, ex in extractions:
@@ -221,7 +230,7 @@ async def extract_chunks(ctx: "SimContext", chunks: list[Chunk], ontology: Ontol
                     ex = await ctx.llm.structured(
                         Extraction, [{"role": "system", "content": system},
                                      {"role": "user", "content": f"Source: {chunk.document}\n\n{chunk.text}"}],
-                        fast=True, job=ctx.job_id, scope=ctx.scope)
+                        fast=True, job=ctx.job_id, scope=ctx.scope, checks=CHECKS.for_source(chunk.text))
                 except InvalidAnswer as err:
                     log.warning("chunk %d of %s: no usable extraction (%s)", chunk.index, ctx.sim_id, err)
                     ex = Extraction()

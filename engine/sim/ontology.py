@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from engine.documents import Document, read_documents
 from engine.llm import InvalidAnswer
+from engine.llm.content_checks import ContentChecks
 from engine.words import plural
 
 if TYPE_CHECKING:
@@ -88,6 +89,12 @@ class Ontology(BaseModel):
     def relation(self, name: str) -> RelationType | None:
         key = relation_name(name)
         return next((r for r in self.relation_types if r.name == key), None)
+
+
+# What the ontology's answer must hold beyond its shape (type names are abstractions: they need
+# not occur in the documents).
+CHECKS = ContentChecks(texts=("entity_types[].name", "entity_types[].description?", "entity_types[].attributes[].name",
+                              "relation_types[].name", "relation_types[].description?", "summary?"))
 
 
 def _key(name: str) -> str:
@@ -210,7 +217,7 @@ async def step(ctx: "SimContext") -> dict:
     try:
         draft = await ctx.llm.structured(
             Ontology, messages(docs, ctx.spec.requirement, ctx.config.simulation.ontology_input_chars),
-            job=ctx.job_id, scope=ctx.scope)
+            job=ctx.job_id, scope=ctx.scope, checks=CHECKS)
         fallback = False
     except InvalidAnswer as err:
         log.warning("ontology of %s: unusable answer, using the fallback types (%s)", ctx.sim_id, err)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from engine.llm import InvalidAnswer
+from engine.llm.content_checks import ContentChecks
 from engine.sim.envmodels import Stance
 from engine.sim.graphstore import EntityRecord, normalise_name
 from engine.sim.ontology import is_organization
@@ -47,6 +48,13 @@ class PersonaAnswer(BaseModel):
 
 class PersonaBatch(BaseModel):
     personas: list[PersonaAnswer]
+
+
+# Each persona is an item: one that is still junk after the retries is dropped, and its agent gets
+# the persona built from the graph (``default_persona``), like an agent the LLM left out.
+CHECKS = ContentChecks(texts=("personas[].bio", "personas[].persona", "personas[].profession",
+                              "personas[].country?", "personas[].interests[]"),
+                       names=("personas[].entity_name",), items=("personas",))
 
 
 class Persona(BaseModel):
@@ -177,9 +185,10 @@ async def generate(ctx: "SimContext", entities: list[EntityRecord], active_hours
         else:
             async with slots:
                 try:
+                    names = "\n".join(entities[i].name for i in members)
                     batch = await ctx.llm.structured(
                         PersonaBatch, batch_prompt([entities[i] for i in members], facts, ctx.spec.requirement),
-                        fast=True, job=ctx.job_id, scope=ctx.scope)
+                        fast=True, job=ctx.job_id, scope=ctx.scope, checks=CHECKS.for_source(names))
                 except InvalidAnswer:
                     batch = PersonaBatch(personas=[])
             path.write_text(batch.model_dump_json(), encoding="utf-8")

@@ -315,6 +315,8 @@ class FakeDiscord(LocalServer):
                 return None
             return (self._store(self.message_payload(CHANNEL, body.get("content") or "", BOT_USER,
                                                      webhook_id=APP_ID, attachments=self._attachments(call))),)
+        if m == "POST" and parts[0] == "channels" and parts[2:3] == ["typing"]:  # the typing indicator
+            return None
         if parts[0] == "channels" and parts[2:3] == ["messages"]:
             if m == "GET" and len(parts) == 3:
                 return (self._history_page(parts[1], call.query),)

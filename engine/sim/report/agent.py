@@ -25,7 +25,8 @@ from typing import Any, Awaitable, Callable
 from pydantic import BaseModel
 
 from engine.config import ReportSection
-from engine.llm.errors import RequestRejected
+from engine.llm.content_checks import ContentChecks
+from engine.llm.errors import InvalidAnswer, RequestRejected
 from engine.offload import run_cpu
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.report.charts import TITLES, draw_charts
@@ -66,6 +67,9 @@ class SectionPlan(BaseModel):
 class Outline(BaseModel):
     title: str
     sections: list[SectionPlan]
+
+
+OUTLINE_CHECKS = ContentChecks(texts=("title", "sections[].title", "sections[].focus"))
 
 
 @dataclass
@@ -112,12 +116,17 @@ class ReportAgent:
         path = self.dir / "outline.json"
         if path.exists():
             return Outline.model_validate_json(path.read_text(encoding="utf-8"))
-        outline = await self.llm.structured(Outline, [
-            {"role": "system", "content": f"Plan an analytical report that answers the requirement from a "
-                                          f"social-media simulation. Give it a title and 2 to "
-                                          f"{self.config.max_sections} sections; each has a title and a focus: "
-                                          "the question the section answers."},
-            {"role": "user", "content": self._context()}], job=self.job, scope=self.scope)
+        try:
+            outline = await self.llm.structured(Outline, [
+                {"role": "system", "content": f"Plan an analytical report that answers the requirement from a "
+                                              f"social-media simulation. Give it a title and 2 to "
+                                              f"{self.config.max_sections} sections; each has a title and a focus: "
+                                              "the question the section answers."},
+                {"role": "user", "content": self._context()}], job=self.job, scope=self.scope,
+                checks=OUTLINE_CHECKS)
+        except InvalidAnswer as err:  # junk or no outline: the default sections below
+            log.warning("report outline: unusable answer, using the default sections (%s)", err)
+            outline = Outline(title="", sections=[])
         sections = [p for p in outline.sections if p.title.strip()][: self.config.max_sections]
         defaults = [SectionPlan(title="What happened", focus="How the simulated discussion unfolded"),
                     SectionPlan(title="Outlook", focus=f"What the simulation suggests for: {self.requirement}")]
@@ -237,6 +246,10 @@ class ReportAgent:
                                                           sum(s.mix.get(p, {}).values())) for p in s.platforms) + " |")
             lines.append("| posts | " + " | ".join(str(sum(1 for x in s.posts if x.platform == p))
                                                     for p in s.platforms) + " |")
+            lines.append("| skipped agent steps | " + " | ".join(str(s.skipped_steps.get(p, 0))
+                                                                  for p in s.platforms) + " |")
+            lines.append("")
+            lines.append(skipped_line(s))
             lines.append("")
         for i, (title, body) in enumerate(sections):
             lines += [f"## {i + 1}. {title}", "", body.strip(), ""]
@@ -250,6 +263,17 @@ class ReportAgent:
                       + (f" ({q['label']})" if q.get("label") else "") for q in self.tools.quotes]
             lines.append("")
         return "\n".join(lines)
+
+
+def skipped_line(stats: SimStats) -> str:
+    """How many agent steps were skipped because the model's answer stayed unusable."""
+    total = sum(stats.skipped_steps.values())
+    if not total:
+        return "No agent step was skipped: every agent's model answer was usable."
+    where = ", ".join(f"{n} on {p}" for p, n in stats.skipped_steps.items() if n)
+    steps = "step was" if total == 1 else "steps were"
+    return (f"{total} agent {steps} skipped ({where}): the model's answer was unusable twice in a row "
+            f"(the reasons are in each platform's actions.jsonl).")
 
 
 def load_sim_config(sim_dir: Path) -> SimulationConfig | None:

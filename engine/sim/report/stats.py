@@ -1,7 +1,8 @@
 """Simulation statistics from the run's output: per platform, ``<sim>/<platform>/<platform>.db``
 (camel-oasis schema) and ``<sim>/<platform>/actions.jsonl`` written by the run step, one JSON
 object per line: ``{"type": "action", "round": r, "agent_id": a, "action": "like_post", "info": {...}}``
-besides round_start / round_end / interview / simulation_end events. Rounds count from 0.
+besides round_start / round_end / interview / simulation_end events, and ``step_skipped`` for an
+agent step whose LLM answer stayed unusable after its retry. Rounds count from 0.
 
 The database says what exists (posts, likes, comments, reposts, follows, who wrote what);
 the log says when it happened (rounds). Without a log, the ``trace`` table stands in: on
@@ -91,6 +92,7 @@ class SimStats:
     agents: list[AgentStat]                # most active + engaged first
     interactions: list[Interaction]        # heaviest first; seeded follows included (see during_run)
     round_source: dict[str, str]           # platform -> 'log' | 'trace' | 'none'
+    skipped_steps: dict[str, int] = field(default_factory=dict)  # platform -> agent steps skipped
 
     @property
     def rounds_done(self) -> int:
@@ -113,6 +115,7 @@ class SimStats:
         return {
             "platforms": self.platforms,
             "total_actions": self.total_actions,
+            "skipped_agent_steps": self.skipped_steps,
             "actions_by_round": {p: {str(k): v for k, v in sorted(r.items())} for p, r in self.rounds.items()},
             "action_mix": self.mix,
             "top_posts": [{**_short(asdict(p)), "engagement": p.engagement, "cite": p.cite()}
@@ -132,12 +135,13 @@ def _short(d: dict[str, Any], limit: int = 280) -> dict[str, Any]:
     return d
 
 
-def read_log(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """The action lines of an actions.jsonl and the number of rounds it records as ended.
-    Other events and broken lines (a crash can cut the last one short) are skipped."""
-    actions, rounds_done = [], 0
+def read_log(path: Path) -> tuple[list[dict[str, Any]], int, int]:
+    """The action lines of an actions.jsonl, the number of rounds it records as ended and the
+    number of agent steps it records as skipped. Other events and broken lines (a crash can cut
+    the last one short) are left out."""
+    actions, rounds_done, skipped = [], 0, 0
     if not path.exists():
-        return actions, rounds_done
+        return actions, rounds_done, skipped
     with path.open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
@@ -147,9 +151,11 @@ def read_log(path: Path) -> tuple[list[dict[str, Any]], int]:
                 continue
             if kind == "round_end":
                 rounds_done = max(rounds_done, rnd + 1)
+            elif kind == "step_skipped":
+                skipped += 1
             elif kind == "action" and isinstance(row.get("action"), str):
                 actions.append({**row, "action": row["action"].lower(), "round": rnd})
-    return actions, rounds_done
+    return actions, rounds_done, skipped
 
 
 def _connect(db_path: Path) -> sqlite3.Connection:
@@ -177,7 +183,7 @@ def _platform_stats(sim_dir: Path, platform: str):
         log_path = Path(sim_dir) / platform / ACTIONS_LOG
         # follow ids agents made during the run: the log knows (None: no log, no way to tell)
         run_follows: set[int] | None = set() if log_path.exists() else None
-        log_rows, rounds_done = read_log(log_path)
+        log_rows, rounds_done, skipped = read_log(log_path)
         if log_rows:
             source = "log"
             for row in log_rows:
@@ -241,7 +247,7 @@ def _platform_stats(sim_dir: Path, platform: str):
         agent_names = {aid: name for aid, name in names.values()}
         for rnd in range(rounds_done):   # quiet rounds count as rounds with no actions
             rounds.setdefault(rnd, 0)
-        return rounds, mix, acted, source, list(posts.values()), edges, agent_names
+        return rounds, mix, acted, source, list(posts.values()), edges, agent_names, skipped
     finally:
         conn.close()
 
@@ -250,12 +256,12 @@ def compute_stats(sim_dir: Path | str) -> SimStats:
     """Everything the report needs to know about a run, from its databases and logs (blocking)."""
     sim_dir = Path(sim_dir)
     platforms = platforms_of(sim_dir)
-    rounds, mix, sources = {}, {}, {}
+    rounds, mix, sources, skipped = {}, {}, {}, {}
     posts: list[PostStat] = []
     agents: dict[int, AgentStat] = {}
     interactions: list[Interaction] = []
     for platform in platforms:
-        r, m, acted, source, p_posts, edges, names = _platform_stats(sim_dir, platform)
+        r, m, acted, source, p_posts, edges, names, skipped[platform] = _platform_stats(sim_dir, platform)
         rounds[platform], mix[platform], sources[platform] = dict(r), dict(m.most_common()), source
         posts += p_posts
 
@@ -280,4 +286,4 @@ def compute_stats(sim_dir: Path | str) -> SimStats:
     posts.sort(key=lambda p: (-p.engagement, -p.likes, p.platform, p.post_id))
     ranked = sorted(agents.values(), key=lambda a: (-(a.actions + a.engagement), a.agent_id))
     interactions.sort(key=lambda e: (-e.count, e.platform, e.source_id, e.target_id, e.kind))
-    return SimStats(platforms, rounds, mix, posts, ranked, interactions, sources)
+    return SimStats(platforms, rounds, mix, posts, ranked, interactions, sources, skipped)

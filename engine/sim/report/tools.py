@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from engine.jobs import JobError
 from engine.llm import BudgetExceeded, LLMError
+from engine.llm.content_checks import ContentChecks
 from engine.offload import run_cpu
 from engine.sim.report.sources import (AgentProfile, Fact, GraphSearch, Interviewer, keyword_score,
                                        terms)
@@ -67,6 +68,9 @@ class SimulationStatisticsArgs(BaseModel):
 
 class SubQueries(BaseModel):
     queries: list[str]
+
+
+SUBQUERY_CHECKS = ContentChecks(texts=("queries[]",))
 
 
 TOOLS: dict[str, type[BaseModel]] = {
@@ -183,7 +187,8 @@ class ReportTools:
             split = await self.llm.structured(SubQueries, [
                 {"role": "system", "content": "Split the question into 2-4 short, self-contained search queries "
                                               "that together cover it (who, what happened, reactions, consequences)."},
-                {"role": "user", "content": question}], fast=True, job=self.job, scope=self.scope)
+                {"role": "user", "content": question}], fast=True, job=self.job, scope=self.scope,
+                checks=SUBQUERY_CHECKS)
             queries = [q.strip() for q in split.queries if q.strip()][:4]
         except BudgetExceeded:
             raise

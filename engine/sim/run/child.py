@@ -11,6 +11,11 @@ the spec. Libraries print to stdout (oasis prints the database path, camel logs 
 the real stdout is kept for the protocol alone and file descriptor 1 is pointed at stderr, which
 the parent sends to ``run.log``; both pass through a secret mask on the way
 (``masked_output``).
+
+An agent step whose LLM answer is unusable (a tool call with broken arguments or an unknown
+tool, a failed request) is tried once more, then skipped: a ``step_skipped`` line in
+``actions.jsonl`` says whose and why. A round fails the run only when most of its steps were
+skipped; failures are worded by ``engine.llm.failures`` (one sentence, no raw dict).
 """
 from __future__ import annotations
 
@@ -31,6 +36,7 @@ from typing import Any, BinaryIO
 if __name__ == "__main__":  # started as a script: its folder must not shadow other modules
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
+from engine.llm.failures import describe
 from engine.redact import Redactor
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.run import oasis_setup
@@ -46,7 +52,16 @@ USAGE_EVERY_S = 1.0  # usage events between round ends, at most this often
 
 
 class Fatal(Exception):
-    """The run cannot go on (the LLM fails every step, a file is unusable)."""
+    """The run cannot go on (the LLM fails most steps of a round, a file is unusable)."""
+
+
+def step_failure(err: BaseException, endpoint: str, timeout_s: float | None = None) -> str:
+    """Why an agent step gave nothing usable, in one sentence."""
+    if isinstance(err, json.JSONDecodeError):
+        return f"the model's tool call had arguments that are not JSON ({err.msg}, character {err.pos})"
+    if isinstance(err, KeyError):
+        return f"the model called a tool that does not exist ({err.args[0] if err.args else '?'})"
+    return describe(err, endpoint, timeout_s=timeout_s)
 
 
 def _write_json_atomic(path: Path, data: Any) -> None:
@@ -66,7 +81,7 @@ class PlatformRunner:
         self.rounds_done = 0
         self.restored_reason = ""
         self.actions_total = 0
-        self.llm_steps = self.llm_errors = 0
+        self.llm_steps = self.llm_errors = 0   # errors: steps skipped after their second try
         self.last_error = ""
         self.trace_rowid = 0
         self.env = self.graph = self.platform = None
@@ -169,10 +184,14 @@ class PlatformRunner:
         async def counted(agent):
             async with self._busy[agent.social_agent_id]:
                 result = await perform(agent)
+                if isinstance(result, Exception):  # a bad tool call is often a one-off: once more
+                    result = await perform(agent)
             self.llm_steps += 1
             if isinstance(result, Exception):
                 self.llm_errors += 1
-                self.last_error = f"{type(result).__name__}: {result}"
+                self.last_error = step_failure(result, self.spec.base_url, self.spec.timeout_s)
+                self.write({"type": "step_skipped", "round": self.rounds_done, "agent_id": agent.social_agent_id,
+                            "reason": self.last_error})
             return result
 
         self.env._perform_llm_action = counted
@@ -236,8 +255,9 @@ class PlatformRunner:
             self.write(dict(end_event))
             self.log.flush()
             self.child.emit({**end_event, "platform": self.name, "usage": self.child.usage_now()})
-            if round_steps and round_errors == round_steps:
-                raise Fatal(f"{self.name}: every LLM step of round {r} failed ({self.last_error})")
+            if round_errors * 2 > round_steps:
+                raise Fatal(f"{self.name}: {round_errors} of {round_steps} agent steps of round {r} failed, "
+                            f"so the run stops. {self.last_error}")
         self.write({"type": "simulation_end", "rounds_done": self.rounds_done,
                     "stopped": self.rounds_done < total_rounds})
         self.log.flush()
@@ -318,7 +338,7 @@ class PlatformRunner:
                 result = await self.env._perform_interview_action(agent, action.action_args["prompt"])
             answer["answer"] = result["content"] or ""
         except Exception as err:  # one agent's failure must not sink the others' answers
-            answer["error"] = f"{type(err).__name__}: {err}"
+            answer["error"] = describe(err, self.spec.base_url, timeout_s=self.spec.timeout_s)
         if self.log is not None:
             self.write({"type": "interview", "round": self.rounds_done, "agent_id": agent_id,
                         "question": action.action_args["prompt"], "answer": answer.get("answer"),
