@@ -333,7 +333,20 @@ async def scale_run(args) -> None:
             print(f"ingest_many: {len(done)} new messages in {time.perf_counter() - t0:.0f} s; scope holds "
                   f"{stored} messages in {worlds} worlds", flush=True)
             questions = dialogue.questions[:args.queries]
+            started = time.perf_counter()
             await engine.recall(scope, "warm up the scope's indexes", 5)
+            print(f"first recall (loads the message vectors): {(time.perf_counter() - started) * 1000:.0f} ms",
+                  flush=True)
+            times = []
+            for q in questions[:30]:
+                started = time.perf_counter()
+                await engine.recall(scope, q.text, 5)
+                times.append((time.perf_counter() - started) * 1000)
+            print(f"recall while the hnswlib graph is built (exact vectors), k=5: n={len(times)}, "
+                  f"p50 {_p(times, 50):.1f} ms, p95 {_p(times, 95):.1f} ms", flush=True)
+            started = time.perf_counter()
+            await engine.messages.settle()
+            print(f"graph built after another {time.perf_counter() - started:.0f} s", flush=True)
             embed_times = []
             for q in questions:
                 started = time.perf_counter()

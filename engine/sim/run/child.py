@@ -12,8 +12,8 @@ the real stdout is kept for the protocol alone and file descriptor 1 is pointed 
 the parent sends to ``run.log``; both pass through a secret mask on the way
 (``masked_output``).
 
-An agent step whose LLM answer is unusable (a tool call with broken arguments or an unknown
-tool, a failed request) is tried once more, then skipped: a ``step_skipped`` line in
+An agent step whose tool call is unusable (broken arguments or an unknown tool) is tried once
+more; a step that still gives nothing usable, or whose request failed, is skipped: a ``step_skipped`` line in
 ``actions.jsonl`` says whose and why. A round fails the run only when most of its steps were
 skipped; failures are worded by ``engine.llm.failures`` (one sentence, no raw dict).
 """
@@ -53,6 +53,12 @@ USAGE_EVERY_S = 1.0  # usage events between round ends, at most this often
 
 class Fatal(Exception):
     """The run cannot go on (the LLM fails most steps of a round, a file is unusable)."""
+
+
+# What an unusable tool call raises inside oasis (arguments that are not JSON, an unknown tool).
+# Only these are tried again: a failed request was already retried by the client, and asking
+# again at once after one left the platform's database busy at the end of the round.
+UNUSABLE_TOOL_CALL = (json.JSONDecodeError, KeyError)
 
 
 def step_failure(err: BaseException, endpoint: str, timeout_s: float | None = None) -> str:
@@ -184,7 +190,7 @@ class PlatformRunner:
         async def counted(agent):
             async with self._busy[agent.social_agent_id]:
                 result = await perform(agent)
-                if isinstance(result, Exception):  # a bad tool call is often a one-off: once more
+                if isinstance(result, UNUSABLE_TOOL_CALL):  # a bad tool call is often a one-off: once more
                     result = await perform(agent)
             self.llm_steps += 1
             if isinstance(result, Exception):
