@@ -1,5 +1,5 @@
 """Topic names read as a short phrase: stop words and contractions out, one word per stem, words
-said side by side kept in their order, consistent capitals (issue 12, item 7)."""
+said side by side kept in their order, consistent capitals."""
 from __future__ import annotations
 
 from pathlib import Path
