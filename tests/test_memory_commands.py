@@ -104,17 +104,21 @@ async def test_memory_commands(tmp_path):
         await app.close()
 
 
+async def oven_chat(tmp_path, llm: dict) -> tuple[App, Person]:
+    """A started app with memory and the LLM section ``llm``, and bob, who told it about an oven."""
+    config = parse_config({"bot": {"data_dir": str(tmp_path)}, "llm": llm, "memory": {"extract_every_s": 600}})
+    app = await App.create(config, features=["bot.features.core", "bot.features.llm", "bot.features.memory"])
+    await app.start()
+    bob = Person(app, "bob")
+    await bob.say("the sourdough bread needs a hotter oven")
+    return app, bob
+
+
 async def test_ask_with_a_failing_llm_falls_back_to_recall(tmp_path):
     from tests.fakes.openai_server import FakeOpenAI, Raw
     with FakeOpenAI(lambda body: Raw(500, {"error": {"message": "overloaded"}})) as server:
-        config = parse_config({"bot": {"data_dir": str(tmp_path)},
-                               "llm": {"base_url": server.base_url, "max_retries": 0},
-                               "memory": {"extract_every_s": 600}})
-        app = await App.create(config, features=["bot.features.core", "bot.features.llm", "bot.features.memory"])
-        await app.start()
+        app, bob = await oven_chat(tmp_path, {"base_url": server.base_url, "max_retries": 0})
         try:
-            bob = Person(app, "bob")
-            await bob.say("the sourdough bread needs a hotter oven")
             answer = await bob.say("/ask how hot should the oven be?")
             assert answer.startswith(f"⚠ The LLM endpoint {server.base_url} failed (HTTP 500: overloaded): "
                                      "check that the server is healthy") and "hotter oven" in answer
@@ -132,13 +136,8 @@ async def test_ask_with_the_llm_down_answers_within_seconds(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}/v1"
-    config = parse_config({"bot": {"data_dir": str(tmp_path)}, "llm": {"base_url": dead},
-                           "memory": {"extract_every_s": 600}})
-    app = await App.create(config, features=["bot.features.core", "bot.features.llm", "bot.features.memory"])
-    await app.start()
+    app, bob = await oven_chat(tmp_path, {"base_url": dead})
     try:
-        bob = Person(app, "bob")
-        await bob.say("the sourdough bread needs a hotter oven")
         started = time.monotonic()
         answer = await bob.say("/ask how hot should the oven be?")
         assert time.monotonic() - started < 5
