@@ -8,13 +8,10 @@ import re
 
 import pytest
 
-from bot.adapters.console import Console
-from bot.app import App
-from engine.config import load_config
 from tests.fakes.openai_server import SocialResponder
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.sim_fixture import make_sim_folder
-from tests.test_simrun_chat import FEATURES, until
+from tests.test_simrun_chat import console_bot, until
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -43,12 +40,7 @@ def states_shown(out: str, job_id: str) -> list[str]:
 
 async def test_states_in_order_running_step_stop_and_counters_after_resume(openai_server, tmp_path, capsys):
     openai_server.responder = SocialResponder(delay=0.2)   # slow enough to look during a round
-    path = tmp_path / "config.toml"
-    path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n'
-                    f'[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 0\n')
-    app = await App.create(load_config(path), FEATURES)
-    console = app.adapters.add(Console(app, interactive=False))
-    await app.start()
+    app, console = await console_bot(tmp_path, openai_server.base_url, run_idle_s=0)
     runs = app.services["sim_runs"]
     try:
         folder = tmp_path / "sim"

@@ -38,15 +38,21 @@ async def until(predicate, timeout: float = 120.0):
             await asyncio.sleep(0.1)
 
 
-async def test_run_step_both_platforms_interviews_and_chat_control(openai_server, tmp_path, capsys):
-    # slow enough to ask during a round
-    responder = openai_server.responder = SocialResponder(delay=0.15)
+async def console_bot(tmp_path, llm_url: str, run_idle_s: float) -> tuple[App, Console]:
+    """A started bot with the simulation features and a console, progress shown at every event."""
     path = tmp_path / "config.toml"
-    path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n'
-                    f'[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 120.0\n')
+    path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{llm_url}"\n'
+                    f'[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = {run_idle_s}\n')
     app = await App.create(load_config(path), FEATURES)
     console = app.adapters.add(Console(app, interactive=False))
     await app.start()
+    return app, console
+
+
+async def test_run_step_both_platforms_interviews_and_chat_control(openai_server, tmp_path, capsys):
+    # slow enough to ask during a round
+    responder = openai_server.responder = SocialResponder(delay=0.15)
+    app, console = await console_bot(tmp_path, openai_server.base_url, run_idle_s=120.0)
     runs = app.services["sim_runs"]
     try:
         assert [name for name, _ in pipeline.STEPS][-1] == "run"
