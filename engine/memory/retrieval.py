@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
@@ -53,11 +55,12 @@ class Tuning:
     world_bonus: float = 0.1       # x the cosine of the message's world, for the worlds nearest the query
     neighbours: int = 1            # turns a hit may bring along (0: none)
     neighbour_window_s: float = 300.0
+    zone: str = "UTC"              # where relative dates in a question are read ([memory] timezone)
 
     @classmethod
     def of(cls, cfg) -> "Tuning":
         return cls(cfg.recall_floor, cfg.recall_keyword_weight, cfg.recall_vector_weight, cfg.recall_world_bonus,
-                   cfg.recall_neighbours, cfg.recall_neighbour_window_s)
+                   cfg.recall_neighbours, cfg.recall_neighbour_window_s, cfg.timezone)
 
 
 def cap(text: str) -> str:
@@ -75,14 +78,15 @@ def _in(values) -> str:
 
 # -- candidates --------------------------------------------------------------------------
 
-async def keyword_messages(db: Database, viewer: Viewer, text: str, n: int = CANDIDATES) -> list[tuple[int, float]]:
-    """(message id, bm25 score: higher is better) of the scope the viewer sees, best first.
+async def keyword_messages(db: Database, viewer: Viewer, match: str | None,
+                           n: int = CANDIDATES) -> list[tuple[int, float]]:
+    """(message id, bm25 score: higher is better) of the scope the viewer sees for the FTS5 MATCH
+    expression ``match``, best first.
 
     The full-text index spans every scope, and joining each match to its (large) message row is
     what costs: at 100k messages a common word matches thousands. So the best ``POOL_FACTOR x n``
     matches are ranked first and only those joined; when fewer than ``n`` of them belong to the
     viewer, every match is joined."""
-    match = fts_query(text)
     if not match:
         return []
     sees, seen = viewer.where("w.audience")
@@ -98,8 +102,8 @@ async def keyword_messages(db: Database, viewer: Viewer, text: str, n: int = CAN
     return [(r["id"], r["s"]) for r in rows]
 
 
-async def keyword_beliefs(db: Database, viewer: Viewer, text: str, n: int = CANDIDATES) -> list[tuple[int, float]]:
-    match = fts_query(text)
+async def keyword_beliefs(db: Database, viewer: Viewer, match: str | None,
+                          n: int = CANDIDATES) -> list[tuple[int, float]]:
     if not match:
         return []
     sees, seen = viewer.where("w.audience")
@@ -244,9 +248,11 @@ async def recall(db: Database, embedder, index: MessageIndex, centroids: dict[st
     viewer sees, each with its world; nothing when no word matches and the best candidate is
     below the floor."""
     text = cap(query)
+    # "yesterday" in a question is read in the zone messages' dates were read in (chattext)
+    match = fts_query(text, now=datetime.now(ZoneInfo(tuning.zone)))
     # The keyword searches run on the database's thread while the query is embedded on another core.
     vectors, words, belief_words = await asyncio.gather(
-        embedder.embed([text]), keyword_messages(db, viewer, text), keyword_beliefs(db, viewer, text))
+        embedder.embed([text]), keyword_messages(db, viewer, match), keyword_beliefs(db, viewer, match))
     vec = vectors[0]
     near = await nearest_worlds(centroids, viewer, vec)
     if not near:
