@@ -21,16 +21,13 @@ from pathlib import Path
 
 from bot.cli.memory import close_memory, open_memory
 from engine.memory.audience import Viewer
+from engine.memory.importers import ImportFileError, jsonl_objects, read_text
 from engine.memory.models import Belief, Evidence, RecallResult
 
 RECALL_HELP = """Ask memory what it holds about a query, as /recall does, and print what it returns.
 
 Give one QUERY, or --queries FILE.jsonl with one {"id", "query"} object per line (for scripts
 and benchmarks: with --json, one JSON line per query comes out, in the file's order)."""
-
-
-class QueryFileError(ValueError):
-    """The query file cannot be used; the message names the file and the line."""
 
 
 def positive_int(text: str) -> int:
@@ -57,26 +54,12 @@ def register(sub) -> None:
 
 def read_queries(path: Path) -> list[tuple[object, str]]:
     """(id, query) pairs of a JSONL file, in order; blank lines are skipped. A line without an
-    ``id`` gets its line number."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as err:
-        raise QueryFileError(f"{path}: cannot read: {err.strerror or err}") from None
-    except UnicodeDecodeError as err:
-        raise QueryFileError(f"{path}: not UTF-8 text (byte {err.start})") from None
+    ``id`` gets its line number. A file that cannot be used raises ImportFileError in one line."""
     out = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise QueryFileError(f"{path}: line {number}: not valid JSON ({err.msg})") from None
-        if not isinstance(row, dict):
-            raise QueryFileError(f"{path}: line {number}: expected an object with \"id\" and \"query\"")
+    for number, row in jsonl_objects(path, read_text(path), '"id" and "query"'):
         query = row.get("query")
         if not isinstance(query, str) or not query.strip():
-            raise QueryFileError(f"{path}: line {number}: \"query\" must be non-empty text")
+            raise ImportFileError(f"{path}: line {number}: \"query\" must be non-empty text")
         out.append((row.get("id", number), query.strip()))
     return out
 
@@ -144,7 +127,7 @@ async def recall(args, config) -> int:
         return 2
     try:
         queries = read_queries(Path(args.queries)) if args.queries else [(1, " ".join(args.query).strip())]
-    except QueryFileError as err:
+    except ImportFileError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if not all(q for _, q in queries):

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from engine.memory.models import MemoryMessage
 
@@ -58,7 +58,8 @@ def parse_time(value: Any) -> datetime:
     return ts.astimezone(timezone.utc)
 
 
-def _read_text(path: Path) -> str:
+def read_text(path: Path) -> str:
+    """The file's text (UTF-8, with or without a byte-order mark); ImportFileError in one line."""
     try:
         raw = path.read_bytes()
     except OSError as err:
@@ -81,19 +82,26 @@ def _chronological(records: list[ChatRecord]) -> list[ChatRecord]:
     return sorted(records, key=lambda r: r.ts)  # sorted() is stable: file order breaks ties
 
 
-def parse_jsonl(path: Path, text: str | None = None) -> list[ChatRecord]:
-    text = _read_text(path) if text is None else text
-    records = []
+def jsonl_objects(path: Path, text: str, fields: str) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line of a JSONL text; ImportFileError names the
+    line that is not a JSON object (of ``fields``)."""
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        where = f"{path}: line {lineno}"
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
-            raise ImportFileError(f"{where}: not valid JSON: {err.msg} (column {err.colno})") from None
+            raise ImportFileError(f"{path}: line {lineno}: not valid JSON: {err.msg} (column {err.colno})") from None
         if not isinstance(obj, dict):
-            raise ImportFileError(f"{where}: expected an object with {', '.join(JSONL_FIELDS)}")
+            raise ImportFileError(f"{path}: line {lineno}: expected an object with {fields}")
+        yield lineno, obj
+
+
+def parse_jsonl(path: Path, text: str | None = None) -> list[ChatRecord]:
+    text = read_text(path) if text is None else text
+    records = []
+    for lineno, obj in jsonl_objects(path, text, ", ".join(JSONL_FIELDS)):
+        where = f"{path}: line {lineno}"
         missing = [k for k in JSONL_FIELDS if obj.get(k) is None]
         if missing:
             raise ImportFileError(f"{where}: missing {', '.join(missing)}")
@@ -148,7 +156,7 @@ def _telegram_chats(path: Path, data: dict) -> list[dict]:
 
 
 def parse_telegram(path: Path, data: Any = None) -> list[ChatRecord]:
-    data = _load_json(path, _read_text(path)) if data is None else data
+    data = _load_json(path, read_text(path)) if data is None else data
     if not isinstance(data, dict):
         raise ImportFileError(f"{path}: a Telegram export is a JSON object")
     chats = _telegram_chats(path, data)
@@ -184,7 +192,7 @@ def parse_telegram(path: Path, data: Any = None) -> list[ChatRecord]:
 
 
 def parse_discord(path: Path, data: Any = None) -> list[ChatRecord]:
-    data = _load_json(path, _read_text(path)) if data is None else data
+    data = _load_json(path, read_text(path)) if data is None else data
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise ImportFileError(f"{path}: a DiscordChatExporter export is an object with `messages`")
     channel = data.get("channel") or {}
@@ -249,7 +257,7 @@ def read_history(path: str | Path, fmt: str = "auto") -> tuple[str, list[ChatRec
     path = Path(path)
     if fmt != "auto" and fmt not in PARSERS:
         raise ImportFileError(f"unknown format {fmt!r}; choose auto, {', '.join(FORMATS)}")
-    text = _read_text(path)
+    text = read_text(path)
     if fmt == "auto":
         fmt, data = detect_format(path, text)
     elif fmt == "jsonl":
