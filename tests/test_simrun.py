@@ -15,6 +15,7 @@ import pytest
 from engine.jobs import JobRunner
 from engine.sim.run.executor import LocalExecutor, child_pid_alive
 from engine.sim.run.protocol import ACTIONS_LOG, platform_db
+from engine.sim.run.observers import RoundDone
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
 from tests.fakes.openai_server import FakeOpenAI, SocialResponder
 from tests.llm_fixtures import db  # noqa: F401
@@ -29,10 +30,11 @@ def llm():
         yield server
 
 
-def service(db, llm, **settings) -> SimRuns:
+def service(db, llm, observers=None, **settings) -> SimRuns:
     opts = dict(idle_s=60.0, progress_interval_s=0.2, stop_timeout_s=60.0)
     opts.update(settings)
-    return SimRuns(db, LocalExecutor(kill_grace=3.0), LLMTarget(llm.base_url, "fake-model"), RunSettings(**opts))
+    return SimRuns(db, LocalExecutor(kill_grace=3.0), LLMTarget(llm.base_url, "fake-model"), RunSettings(**opts),
+                   observers=observers)
 
 
 def jobs_for(db, runs: SimRuns) -> JobRunner:
@@ -81,8 +83,14 @@ async def test_kill_resume_after_restart_and_stop(tmp_path, db, llm):
     killed_at = min(state.rounds_done.values())
 
     # 2. a restart: a new job runner and run service over the same database resume the run
-    #    from its last completed round, with the agents' memories of that round
-    runs = service(db, llm, idle_s=0.5)
+    #    from its last completed round, with the agents' memories of that round; its round
+    #    observers are first called for the rounds completed before the kill
+    observed: list[tuple[str, int]] = []
+
+    async def observe(done: RoundDone) -> None:
+        observed.append((done.platform, done.round))
+
+    runs = service(db, llm, observers=[observe], idle_s=0.5)
     jobs = jobs_for(db, runs)
     await jobs.recover()
     await runs.recover()
@@ -107,6 +115,9 @@ async def test_kill_resume_after_restart_and_stop(tmp_path, db, llm):
         assert events[-1] == {**events[-1], "type": "simulation_end", "rounds_done": done, "stopped": True}
         posts_in_log = sum(1 for e in events if e["type"] == "action" and e["action"] == "create_post")
         assert posts_in_log == db_count(folder, platform, "SELECT count(*) FROM post WHERE original_post_id IS NULL")
+        # every completed round was observed, in order, before the job ended
+        rounds = [r for p, r in observed if p == platform]
+        assert rounds == list(range(1, done + 1))
 
     # 4. cancelling the job terminates the child's process group at once
     await jobs.resume(job.id)

@@ -32,6 +32,7 @@ from engine.llm.usage import Allowance
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.run.accounting import RunUsage
 from engine.sim.run.executor import Executor, RunGone, RunHandle, RunTimeout, end_stray_child
+from engine.sim.run.observers import RoundDone, RoundFeed, RoundObserver
 from engine.sim.run.protocol import PLATFORMS, SPEC_FILE, RunSpec, platform_db
 from engine.words import plural
 
@@ -128,11 +129,13 @@ class _Follow:
     job_id: str | None = None
     scope: str | None = None
     budget_stop: str = ""   # the cap that made the parent stop the run, once it did
+    feed: RoundFeed | None = None  # completed rounds, on their way to the round observers
 
 
 class SimRuns:
     def __init__(self, db: Database, executor: Executor, llm: LLMTarget, settings: RunSettings | None = None,
-                 owner: ProcessOwner | None = None, usage: RunUsage | None = None):
+                 owner: ProcessOwner | None = None, usage: RunUsage | None = None,
+                 observers: list[RoundObserver] | None = None):
         self.db = db
         self.executor = executor
         self.llm = llm
@@ -141,6 +144,7 @@ class SimRuns:
         self.owner = owner or ProcessOwner(db)
         self._owns_owner = owner is None
         self.usage = usage  # None: the runs' LLM usage is neither recorded nor capped
+        self.observers: list[RoundObserver] = list(observers or [])  # see engine.sim.run.observers
         self._locks: dict[str, asyncio.Lock] = {}
         self._stopping: set[str] = set()
         self._background: dict[str, asyncio.Task] = {}  # sim_id -> follower of an idle run
@@ -240,10 +244,15 @@ class SimRuns:
             await self._set(sim_id, pid=handle.pid)
         state = _Follow(rounds_total=rounds_total, folder=folder, job_id=job_id, scope=scope,
                         actions=json.loads(row["actions"]) if row is not None else {})  # a resume counts on
+        state.feed = RoundFeed(self.observers)
         ticker = asyncio.create_task(self._tick(state, progress))
         try:
-            await self._follow_until_rounds_end(sim_id, handle, state)
+            try:
+                await self._follow_until_rounds_end(sim_id, handle, state)
+            finally:
+                await state.feed.drain()  # a failed run keeps what its completed rounds showed
         except asyncio.CancelledError:
+            state.feed.cancel()
             await asyncio.shield(self._cancelled(sim_id, handle, state))
             raise
         finally:
@@ -308,12 +317,16 @@ class SimRuns:
                         else f"{p} resumed at round {k + 1}" for p, k in state.rounds_done.items())
                 await self._set(sim_id, rounds_done=state.rounds_done, restart_reason=state.restart_reason,
                                 rounds_total=state.rounds_total)
+                for platform, done in sorted(state.rounds_done.items()):  # observers catch up after a resume
+                    for number in range(1, done + 1):
+                        self._observe(sim_id, platform, number, state)
             elif kind == "round_end":
                 state.rounds_done[event["platform"]] = event["round"] + 1
                 state.actions[event["platform"]] = event["actions_total"]
                 state.posts = ([{**p, "platform": event["platform"]} for p in event.get("posts", [])]
                                + state.posts)[:5]
                 await self._set(sim_id, rounds_done=state.rounds_done, actions=state.actions)
+                self._observe(sim_id, event["platform"], event["round"] + 1, state)
                 await self._saw_usage(sim_id, handle, state, event.get("usage"))
             elif kind == "usage":
                 await self._saw_usage(sim_id, handle, state, event.get("usage"))
@@ -332,6 +345,11 @@ class SimRuns:
                     await self.usage.reconcile(sim_id, state.folder)
                 await self._ended(sim_id, state, event["returncode"])
                 return
+
+    @staticmethod
+    def _observe(sim_id: str, platform: str, number: int, state: _Follow) -> None:
+        if state.feed is not None:
+            state.feed.put(RoundDone(sim_id, state.folder, platform, number, state.job_id, state.scope))
 
     async def _ended(self, sim_id: str, state: _Follow, returncode: int | None) -> None:
         """The process ended before the idle time: a stop, a failure or a crash. Raises JobError."""
