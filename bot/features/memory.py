@@ -1,6 +1,10 @@
 """Memory commands (/worlds, /world, /recall, /ask, /forget, /memory) and the listener that
 remembers every plain message the app hands it (the app skips channels that opted out).
 
+``--sim ID`` makes /worlds, /world and /recall read a simulation's memory scope (what its agents
+posted, engine.sim.sim_memory) instead of the chat's: only a simulation of this server or chat,
+and then everything of it (every member may read a simulation's scope).
+
 Messages go through an IngestQueue (engine.memory.ingest_queue): stored in batches, in order,
 with backpressure; commands wait for their channel's earlier messages (``App.settled``).
 Administrators decide what a channel remembers (/memory, /forget, /forget all); any member
@@ -21,6 +25,7 @@ from engine.memory import MemoryEngine, MemoryMessage, RecallResult, WorldInfo
 from engine.memory.audience import Viewer
 from engine.memory.ingest_queue import IngestQueue
 from engine.memory.models import Belief, Evidence
+from engine.memory.sim_scopes import sim_scope
 from engine.words import plural
 
 CONFIRM_WINDOW_S = 60.0
@@ -54,11 +59,11 @@ def evidence_line(e: Evidence) -> str:
 NOTHING_FOUND = "Memory holds nothing about that."
 
 
-def recall_text(result: RecallResult) -> str:
+def recall_text(result: RecallResult, where: str = "this server or chat") -> str:
     """What recall found, across worlds: the worlds it comes from, then beliefs and messages
     (a neighbour turn brought in to complete a hit is marked ↳)."""
     if result.world is None:
-        return "Nothing remembered in this server or chat yet."
+        return f"Nothing remembered in {where} yet."
     if not result.found:
         return NOTHING_FOUND
     lines = ["From " + ", ".join(f"`{w.id}` “{w.topic}”" for w in result.worlds.values()) + ":"]
@@ -79,6 +84,20 @@ def searched(engine: MemoryEngine, text: str) -> str:
 def viewer(ctx: CommandContext) -> Viewer:
     """Memory answers in a channel show only what that channel's audience can read."""
     return Viewer(ctx.scope, ctx.message.audience)
+
+
+SIM_ARG = Arg("sim", "a simulation id: read what its agents posted instead", required=False, option=True)
+
+
+async def chosen_viewer(ctx: CommandContext) -> tuple[Viewer, str]:
+    """The viewer of this chat's memory, or of the simulation named by ``--sim`` when it belongs to
+    this server or chat (another's is refused like one that does not exist); and what it is called."""
+    sim_id = ctx.args.get("sim")
+    if not sim_id:
+        return viewer(ctx), "this server or chat"
+    if await ctx.app.db.fetchval("SELECT scope FROM simulations WHERE id=?", (sim_id,)) != ctx.scope:
+        raise UsageError(f"no simulation {sim_id} here. /sims lists them.")
+    return Viewer(sim_scope(sim_id)), f"simulation {sim_id}"
 
 
 def setup(app) -> None:
@@ -118,11 +137,13 @@ def setup(app) -> None:
     app.listeners.append(remember)
     app.settle_hooks.append(queue.settled)
 
-    @reg.command("worlds", "The topic worlds remembered here", group="memory")
+    @reg.command("worlds", "The topic worlds remembered here (or of a simulation: --sim ID)", [SIM_ARG],
+                 group="memory")
     async def worlds(ctx: CommandContext) -> None:
-        found = await engine.worlds(viewer(ctx))
+        who, where = await chosen_viewer(ctx)
+        found = await engine.worlds(who)
         if not found:
-            await ctx.reply.send("No worlds yet: nothing remembered in this server or chat.")
+            await ctx.reply.send(f"No worlds yet: nothing remembered in {where}.")
             return
         lines = [f"{plural(len(found), 'world')}, most recently active first:"]
         for w in found[:30]:
@@ -132,9 +153,10 @@ def setup(app) -> None:
         await ctx.reply.send("\n".join(lines))
 
     @reg.command("world", "One world's beliefs, newest first (superseded ones marked ✗)",
-                 [Arg("name", "world id or topic words", type="text")], group="memory")
+                 [Arg("name", "world id or topic words", type="text"), SIM_ARG], group="memory")
     async def world(ctx: CommandContext) -> None:
-        found = await engine.world(viewer(ctx), searched(engine, ctx.args["name"]))
+        who, _ = await chosen_viewer(ctx)
+        found = await engine.world(who, searched(engine, ctx.args["name"]))
         if found is None:
             raise UsageError(f"no world matches {ctx.args['name']!r}. /worlds lists them.")
         w, beliefs = found
@@ -142,16 +164,17 @@ def setup(app) -> None:
                  f"active {ago(w.last_active)}"]
         lines += [belief_line(b) for b in beliefs[:40]]
         if not beliefs:
-            recent = await engine.recent_messages(viewer(ctx), w.id)
+            recent = await engine.recent_messages(who, w.id)
             lines += ["No beliefs extracted yet. Its latest messages:"] + [f"  {evidence_line(e)}" for e in recent]
         if len(beliefs) > 40:
             lines.append(f"… and {len(beliefs) - 40} older ones.")
         await ctx.reply.send("\n".join(lines))
 
     @reg.command("recall", "What memory holds about something: its world, beliefs and messages",
-                 [Arg("query", "what to look for", type="text")], group="memory")
+                 [Arg("query", "what to look for", type="text"), SIM_ARG], group="memory")
     async def recall(ctx: CommandContext) -> None:
-        await ctx.reply.send(recall_text(await engine.recall(viewer(ctx), searched(engine, ctx.args["query"]))))
+        who, where = await chosen_viewer(ctx)
+        await ctx.reply.send(recall_text(await engine.recall(who, searched(engine, ctx.args["query"])), where))
 
     @reg.command("ask", "Answer a question from memory, citing what it rests on",
                  [Arg("question", "your question", type="text")], group="memory")

@@ -56,8 +56,8 @@ def setup(app) -> None:
         if llm is None or store is None:
             raise JobError("reports need an LLM: set [llm] base_url in config.toml")
         sim_id = job.params["sim_id"]
-        result = await report_step.make_report(app.db, app.config, llm, store, sim_id, job=job.id, scope=job.job.scope,
-                                   progress=job.progress)
+        result = await report_step.make_report(app.db, app.config, llm, store, sim_id, memory=app.services["memory"],
+                                               job=job.id, scope=job.job.scope, progress=job.progress)
         reply = app.reply_to(job.job.scope, job.job.channel) if job.job.channel else None
         if reply is not None:
             await post_report(reply, sim_id, result.path.parent.parent)

@@ -21,6 +21,7 @@ from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.report.sources import PERSONA_LABEL, PersonaInterviewer, load_roster
 from engine.sim.run import step
 from engine.sim.run.service import Answer, RunUnreachable, SimRuns
+from engine.sim.sim_memory import round_observer
 from engine.words import plural
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,8 @@ def setup(app) -> None:
     llm = app.services.get("llm")
     service = step.runs_for(app.db, app.config, app.owner, llm.usage if llm is not None else None)
     app.services["sim_runs"] = service
+    if "memory" in app.services:   # each completed round's posts go into the simulation's memory scope
+        service.observers.append(round_observer(app.services["memory"]))
 
     async def recover() -> None:
         for sim_id in await service.recover():

@@ -53,7 +53,8 @@ def setup(app) -> None:
         llm = app.services.get("llm")
         if llm is None:
             raise JobError("no LLM is configured: set [llm] base_url in config.toml")
-        handler = pipeline.job_handler(app.db, app.config, llm, _embedder(app), app.services["sim_graph"])
+        handler = pipeline.job_handler(app.db, app.config, llm, _embedder(app), app.services["sim_graph"],
+                                       app.services.get("memory"))
         result = await handler(job)
         await job.progress(1.0, f"{plural(result['llm_calls'], 'LLM call')}, {plural(result['tokens'], 'token')} used"
                            + (f", ≈ ${result['cost_usd']:.2f}" if result["cost_usd"] else ""))

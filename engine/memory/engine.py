@@ -40,6 +40,7 @@ from engine.memory.message_index import MessageIndex
 from engine.memory.models import (AskResult, Belief, Evidence, MemoryMessage, RecallResult, RouteResult, WorldInfo, aware,
                                   maturity, parse_ts, utcnow)
 from engine.memory.scope_cache import ScopeCache, ScopeState
+from engine.memory.sim_scopes import is_sim_scope
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,8 @@ class MemoryEngine:
             for row in await self.db.fetchall(
                     "SELECT scope, channel, count(*) AS n FROM memory_messages WHERE extracted=0 "
                     "GROUP BY scope, channel"):
-                self.extraction.note(row["scope"], row["channel"], row["n"])
+                if self.llm_for(row["scope"]) is not None:
+                    self.extraction.note(row["scope"], row["channel"], row["n"])
         return {"scopes": len(scopes), "removed": len(dead)}
 
     async def close(self) -> None:
@@ -84,6 +86,11 @@ class MemoryEngine:
             task.cancel()
         if self._topic_tasks:
             await asyncio.gather(*self._topic_tasks.values(), return_exceptions=True)
+
+    def llm_for(self, scope: str) -> Any:
+        """The LLM that extracts beliefs and names worlds in ``scope``: none for a simulation's
+        scope (engine.memory.sim_scopes)."""
+        return None if is_sim_scope(scope) else self.llm
 
     def _lock(self, scope: str) -> asyncio.Lock:
         return self.cache.lock(scope)
@@ -169,7 +176,7 @@ class MemoryEngine:
 
     def _after_ingest(self, scope: str, state: ScopeState, items: storage.Routed,
                       results: list[RouteResult]) -> None:
-        if self.llm is not None:
+        if self.llm_for(scope) is not None:
             counts: dict[str, int] = {}
             for message, _ in items:
                 counts[message.channel] = counts.get(message.channel, 0) + 1
@@ -336,7 +343,7 @@ class MemoryEngine:
         targets = set(state.worlds) if every else self._topic_dirty.pop(scope, set()) & set(state.worlds)
         if not targets:
             return 0
-        return await topics.name_worlds(self.db, self.llm, self.cfg, scope, state, targets)
+        return await topics.name_worlds(self.db, self.llm_for(scope), self.cfg, scope, state, targets)
 
     # -- belief extraction (engine.memory.extraction) ----------------------------------
 
@@ -355,7 +362,7 @@ class MemoryEngine:
     async def _extract_channel(self, scope: str, channel: str) -> int:
         """Extract beliefs from the channel's next batch of unread messages (one LLM call); returns how
         many messages are still unread after it."""
-        if self.llm is None:
+        if self.llm_for(scope) is None:
             return 0
         touched = await extraction.extract_next_batch(self.db, self.llm, self.embedder, self._lock(scope), scope,
                                                       channel, self.cfg.extract_batch_max)

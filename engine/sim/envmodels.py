@@ -7,6 +7,7 @@ Every value here is consumed by the run step; nothing is generated for show.
 """
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -25,6 +26,10 @@ class TimeConfig(BaseModel):
 
     def hour_of_round(self, round_no: int) -> int:
         return (self.start_hour + (round_no * self.minutes_per_round) // 60) % 24
+
+    def round_start(self, round_no: int) -> datetime:
+        """The simulated clock when round ``round_no`` (from 0) begins; naive, as oasis stamps it."""
+        return datetime(2025, 1, 1, self.start_hour) + timedelta(minutes=round_no * self.minutes_per_round)
 
 
 class AgentConfig(BaseModel):

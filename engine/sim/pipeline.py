@@ -25,6 +25,8 @@ the LLM).
     embedder                  ``async embed(texts) -> ndarray`` (L2-normalised rows)
     graph                     GraphStore over this database (search, facts, entity, ...);
                               the bot passes its shared one (app.services["sim_graph"])
+    memory                    MemoryEngine that holds the simulation's memory scope (the report
+                              searches its posts there); the bot passes its own (app.services["memory"])
     spec                      SimSpec: documents (file names in documents/), requirement,
                               agents and rounds as requested (None = config default)
     job_id, scope, channel    the job running the pipeline (budget and usage key), its chat scope
@@ -46,6 +48,7 @@ from engine.config import Config
 from engine.db import Database
 from engine.jobs import JobContext, JobError
 from engine.llm import LLMClient
+from engine.memory import MemoryEngine
 from engine.sim import environment, graph, ontology, sizing
 from engine.sim.graphstore import GraphStore
 from engine.sim.vectors import TextEmbedder
@@ -93,10 +96,13 @@ class SimContext:
     on_progress: ProgressFn | None = None
     step: str = ""
     graph: GraphStore | None = None  # share the bot's store so its cache sees this sim's rewrites
+    memory: MemoryEngine | None = None  # share the bot's engine: one owner of each scope's state
 
     def __post_init__(self) -> None:
         if self.graph is None:
             self.graph = GraphStore(self.db, self.embedder, self.config.simulation.graph_cache_size)
+        if self.memory is None:
+            self.memory = MemoryEngine(self.db, self.embedder, self.config.memory)
         if self.job_id is None:  # usage and budget are counted per job; a bare run counts per sim
             self.job_id = f"sim:{self.sim_id}"
 
@@ -183,7 +189,7 @@ async def run_pipeline(ctx: SimContext, steps: list[tuple[str, StepFn]] | None =
 
 
 def job_handler(db: Database, config: Config, llm: LLMClient, embedder: TextEmbedder,
-                graph_store: GraphStore | None = None):
+                graph_store: GraphStore | None = None, memory: MemoryEngine | None = None):
     """The handler of job kind "simulation"; params: {"sim_id": ...}. Resuming skips finished steps."""
 
     async def handle(job: JobContext) -> dict[str, Any]:
@@ -202,7 +208,7 @@ def job_handler(db: Database, config: Config, llm: LLMClient, embedder: TextEmbe
                                step=step, step_index=index, steps=len(names), step_fraction=fraction)
 
         ctx = SimContext(sim_id, folder, db, llm, embedder, spec, config, job_id=job.id, scope=scope,
-                         channel=channel, on_progress=report, graph=graph_store)
+                         channel=channel, on_progress=report, graph=graph_store, memory=memory)
         results = await run_pipeline(ctx)
         usage = await llm.job_usage(job.id)
         return {"sim_id": sim_id, "folder": str(folder), "steps": results, "llm_calls": usage.calls,

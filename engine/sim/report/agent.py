@@ -27,9 +27,11 @@ from pydantic import BaseModel
 from engine.config import ReportSection
 from engine.llm.content_checks import ContentChecks
 from engine.llm.errors import InvalidAnswer, RequestRejected
+from engine.memory import MemoryEngine
 from engine.offload import run_cpu
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.report.charts import TITLES, draw_charts
+from engine.sim.report.post_search import MemoryPostSearch
 from engine.sim.report.sources import GraphSearch, Interviewer, load_roster
 from engine.sim.report.stats import SimStats, compute_stats
 from engine.sim.report.tools import ReportTools, tool_schemas
@@ -282,10 +284,12 @@ def load_sim_config(sim_dir: Path) -> SimulationConfig | None:
 
 
 async def write_report(sim_dir: Path | str, llm, graph: GraphSearch, interviewer: Interviewer,
-                       config: ReportSection, *, requirement: str = "", sim_id: str = "",
+                       config: ReportSection, *, memory: MemoryEngine, requirement: str = "", sim_id: str = "",
                        job: str | None = None, scope: str | None = None,
                        progress: Progress | None = None) -> ReportResult:
-    """Step 5: statistics, charts and the written report of a finished (or running) simulation."""
+    """Step 5: statistics, charts and the written report of a finished (or running) simulation.
+    Its post search is ``memory``'s recall over the simulation's scope, which the run is fed into
+    first (engine.sim.report.post_search)."""
     sim_dir = Path(sim_dir)
     sim_config = load_sim_config(sim_dir)
     requirement = requirement or (sim_config.requirement if sim_config else "")
@@ -293,7 +297,9 @@ async def write_report(sim_dir: Path | str, llm, graph: GraphSearch, interviewer
     stats = await run_cpu(compute_stats, sim_dir)
     charts = await run_cpu(draw_charts, stats, sim_dir)
     roster = await run_cpu(load_roster, sim_dir)
-    tools = ReportTools(stats, graph, interviewer, roster, llm, job=job, scope=scope,
+    posts = MemoryPostSearch(memory, sim_id, sim_dir, stats)
+    await posts.prepare()
+    tools = ReportTools(stats, graph, interviewer, roster, llm, posts=posts, job=job, scope=scope,
                         result_chars=config.tool_result_chars)
     agent = ReportAgent(llm, tools, sim_dir, requirement, config, job=job, scope=scope, progress=progress)
     return await agent.run(charts, sim_id)

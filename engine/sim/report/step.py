@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.db import Database
 from engine.jobs import JobError, utcnow
+from engine.memory import MemoryEngine
 from engine.offload import run_cpu
 from engine.sim import pipeline
 from engine.sim.report.agent import Progress, ReportResult, write_report
@@ -19,10 +20,11 @@ from engine.sim.run.step import runs_for
 from engine.sim.report.stats import platforms_of
 
 
-async def make_report(db: Database, config, llm, store, sim_id: str, *, interviewer: Interviewer | None = None,
-                      job: str | None = None, scope: str | None = None,
+async def make_report(db: Database, config, llm, store, sim_id: str, *, memory: MemoryEngine,
+                      interviewer: Interviewer | None = None, job: str | None = None, scope: str | None = None,
                       progress: Progress | None = None) -> ReportResult:
-    """Write the report of simulation ``sim_id`` from its run's data and its graph ``store``."""
+    """Write the report of simulation ``sim_id`` from its run's data, its graph ``store`` and its
+    memory scope in ``memory``."""
     loaded = await pipeline.load_simulation(db, sim_id)
     if loaded is None:
         raise JobError(f"simulation {sim_id} no longer exists")
@@ -36,7 +38,7 @@ async def make_report(db: Database, config, llm, store, sim_id: str, *, intervie
         if "run" in done:
             interviewer = RunInterviewer(runs_for(db, config, ledger=llm.usage), sim_id, fallback=interviewer)
     result = await write_report(folder, llm, StoreGraph(store, sim_id), interviewer, config.report,
-                                requirement=spec.requirement, sim_id=sim_id, job=job, scope=scope, progress=progress)
+                                memory=memory, requirement=spec.requirement, sim_id=sim_id, job=job, scope=scope, progress=progress)
     await db.execute(
         "INSERT OR REPLACE INTO sim_reports(sim_id, path, title, summary, sections, tool_calls, citations,"
         " unverified, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -53,7 +55,7 @@ def summary_of(result: ReportResult) -> dict[str, Any]:
 
 async def step(ctx) -> dict[str, Any]:
     """The pipeline step (ctx: pipeline.SimContext)."""
-    result = await make_report(ctx.db, ctx.config, ctx.llm, ctx.graph, ctx.sim_id, job=ctx.job_id,
+    result = await make_report(ctx.db, ctx.config, ctx.llm, ctx.graph, ctx.sim_id, memory=ctx.memory, job=ctx.job_id,
                                scope=ctx.scope, progress=ctx.progress)
     return summary_of(result)
 

@@ -5,8 +5,8 @@ LLM's arguments are validated against it. Bad arguments (broken JSON, wrong type
 tool) come back to the LLM as an error result it can correct; they never end the report.
 Every citation a tool hands out ([fact N], [twitter post N], [agent @name]) is remembered with
 what it stands for, so the report can list its sources and flag citations no tool returned.
-Searches (the graph's, through ``GraphStore``, and of the simulation's posts) run off the event
-loop.
+Searches run off the event loop: the graph's through ``GraphStore``, the simulation's posts
+through ``PostSearch`` (the memory engine's recall over the simulation's scope, post_search).
 """
 from __future__ import annotations
 
@@ -20,9 +20,8 @@ from pydantic import BaseModel, Field, ValidationError
 from engine.jobs import JobError
 from engine.llm import BudgetExceeded, LLMError
 from engine.llm.content_checks import ContentChecks
-from engine.offload import run_cpu
-from engine.sim.report.sources import (AgentProfile, Fact, GraphSearch, Interviewer, keyword_score,
-                                       terms)
+from engine.sim.report.post_search import PostSearch
+from engine.sim.report.sources import AgentProfile, Fact, GraphSearch, Interviewer, keyword_score, terms
 from engine.sim.report.stats import SimStats
 from engine.words import plural
 
@@ -98,14 +97,6 @@ def tool_schemas() -> list[dict[str, Any]]:
         "parameters": _parameters(model)}} for name, model in TOOLS.items()]
 
 
-def matching_posts(posts: list, query: str, limit: int) -> list:
-    """The simulation's posts that share terms with ``query``, best match then most engaged first
-    (every post is scored: run it off the event loop)."""
-    q = terms(query)
-    scored = [(keyword_score(q, f"{p.author} {p.content}"), p) for p in posts]
-    return [p for s, p in sorted(scored, key=lambda x: (-x[0], -x[1].engagement)) if s > 0][:limit]
-
-
 @dataclass
 class ToolCall:
     name: str
@@ -116,10 +107,11 @@ class ToolCall:
 
 class ReportTools:
     def __init__(self, stats: SimStats, graph: GraphSearch, interviewer: Interviewer,
-                 roster: list[AgentProfile], llm, *, job: str | None = None, scope: str | None = None,
-                 result_chars: int = 6000):
+                 roster: list[AgentProfile], llm, *, posts: PostSearch, job: str | None = None,
+                 scope: str | None = None, result_chars: int = 6000):
         self.stats = stats
         self.graph = graph
+        self.posts = posts
         self.interviewer = interviewer
         # Without profile files, the agents known to the databases can still be interviewed.
         self.roster = roster or [AgentProfile(a.agent_id, a.name, a.name) for a in stats.agents]
@@ -174,12 +166,16 @@ class ReportTools:
         return [f.to_dict(with_status) for f in facts]
 
     async def _posts(self, query: str, limit: int) -> list[dict]:
-        found = await run_cpu(matching_posts, self.stats.posts, query, limit)
         out = []
-        for p in found:
+        for hit in await self.posts.search(query, limit):
+            p = hit.post
             self._cite_post(p.cite(), p.author, p.content)
-            out.append({"cite": p.cite(), "author": f"@{p.author}", "content": p.content[:400],
-                        "likes": p.likes, "comments": p.comments, "reposts": p.reposts, "round": p.round})
+            found = {"cite": p.cite(), "author": f"@{hit.author}", "content": hit.text[:400],
+                     "likes": p.likes, "comments": p.comments, "reposts": p.reposts, "round": p.round}
+            if hit.kind == "comment":   # the words are a comment's; the citation is the post it answers
+                found["comment_on"] = {"author": f"@{p.author}", "content": p.content[:200]}
+                self.sources.setdefault(f"[agent @{hit.author}]", f"@{hit.author}")
+            out.append(found)
         return out
 
     async def _split(self, question: str) -> list[str]:

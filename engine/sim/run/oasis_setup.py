@@ -144,7 +144,7 @@ def make_clock(cfg: SimulationConfig):
 
 
 def sim_start_time(cfg: SimulationConfig) -> datetime:
-    return datetime(2025, 1, 1, cfg.time.start_hour)
+    return cfg.time.round_start(0)
 
 
 def make_platform(name: str, pcfg: PlatformConfig, db_path: Path, cfg: SimulationConfig):
