@@ -7,9 +7,11 @@ import json
 
 import pytest
 
-from engine.config import LLMSection, ReportSection
+from engine.config import LLMSection, MemorySection, ReportSection
 from engine.llm import LLMClient
+from engine.memory import MemoryEngine
 from engine.sim.report.agent import write_report
+from engine.sim.report.post_search import MemoryPostSearch
 from engine.sim.report.sources import PERSONA_LABEL, PersonaInterviewer, StoreGraph, load_roster
 from engine.sim.report.stats import compute_stats
 from engine.sim.report.tools import ReportTools, tool_schemas
@@ -76,7 +78,21 @@ def sim(folder, graph):
     return folder
 
 
-async def test_report_with_native_tool_calls(sim, graph, openai_server):  # noqa: F811
+@pytest.fixture
+async def memory(db, embedder):  # noqa: F811
+    """The memory engine the report searches the simulation's posts with."""
+    engine = MemoryEngine(db, embedder, MemorySection())
+    yield engine
+    await engine.close()
+
+
+def tools_for(sim, graph, memory, llm) -> ReportTools:
+    stats = compute_stats(sim)
+    return ReportTools(stats, graph, PersonaInterviewer(llm, sim), load_roster(sim), llm,
+                       posts=MemoryPostSearch(memory, "sim1", sim, stats))
+
+
+async def test_report_with_native_tool_calls(sim, graph, memory, openai_server):  # noqa: F811
     openai_server.responder = scripted
     llm = llm_for(openai_server)
     seen = []
@@ -85,7 +101,7 @@ async def test_report_with_native_tool_calls(sim, graph, openai_server):  # noqa
         seen.append(message)
 
     result = await write_report(sim, llm, graph, PersonaInterviewer(llm, sim),
-                                ReportSection(), progress=progress)
+                                ReportSection(), memory=memory, progress=progress)
     await llm.close()
     reqs = openai_server.requests
 
@@ -140,7 +156,7 @@ async def test_report_with_native_tool_calls(sim, graph, openai_server):  # noqa
     assert "writing section 2/2: How the facts changed" in seen
 
 
-async def test_section_loop_stops_at_the_turn_cap(sim, graph, openai_server):  # noqa: F811
+async def test_section_loop_stops_at_the_turn_cap(sim, graph, memory, openai_server):  # noqa: F811
     def endless(body):
         fmt = (body.get("response_format") or {}).get("json_schema", {}).get("name")
         if fmt == "Outline":
@@ -152,7 +168,7 @@ async def test_section_loop_stops_at_the_turn_cap(sim, graph, openai_server):  #
     openai_server.responder = endless
     llm = llm_for(openai_server)
     result = await write_report(sim, llm, graph, PersonaInterviewer(llm, sim),
-                                ReportSection(tool_turns=2))
+                                ReportSection(tool_turns=2), memory=memory)
     await llm.close()
     tool_reqs = [r for r in openai_server.requests if r.get("tools")]
     assert len(tool_reqs) == 2 * 3                   # per section: 2 turns with tools + the final one
@@ -161,15 +177,15 @@ async def test_section_loop_stops_at_the_turn_cap(sim, graph, openai_server):  #
     assert all(body == "_The writer gave no text for this section._" for _, body in result.sections)
 
 
-async def test_resumed_report_writes_only_missing_sections(sim, graph, openai_server):  # noqa: F811
+async def test_resumed_report_writes_only_missing_sections(sim, graph, memory, openai_server):  # noqa: F811
     openai_server.responder = scripted
     llm = llm_for(openai_server)
     interviewer = PersonaInterviewer(llm, sim)
-    await write_report(sim, llm, graph, interviewer, ReportSection())
+    await write_report(sim, llm, graph, interviewer, ReportSection(), memory=memory)
     (sim / "report" / "sections" / "02.md").unlink()
     (sim / "report" / "report.md").unlink()
     openai_server.requests.clear()
-    result = await write_report(sim, llm, graph, interviewer, ReportSection())
+    result = await write_report(sim, llm, graph, interviewer, ReportSection(), memory=memory)
     await llm.close()
     tool_reqs = [r for r in openai_server.requests if r.get("tools")]
     assert all("Write section 2" in r["messages"][1]["content"] for r in tool_reqs) and len(tool_reqs) == 3
@@ -177,10 +193,9 @@ async def test_resumed_report_writes_only_missing_sections(sim, graph, openai_se
     assert "[fact 5]" in result.path.read_text()
 
 
-async def test_bad_tool_calls_get_error_results(sim, graph, openai_server):  # noqa: F811
+async def test_bad_tool_calls_get_error_results(sim, graph, memory, openai_server):  # noqa: F811
     llm = llm_for(openai_server)
-    tools = ReportTools(compute_stats(sim), graph, PersonaInterviewer(llm, sim),
-                        load_roster(sim), llm)
+    tools = tools_for(sim, graph, memory, llm)
     assert "unknown tool 'drop_tables'" in json.loads(await tools.call("drop_tables", "{}"))["error"]
     assert "query: Input should be a valid string" in json.loads(await tools.call("quick_search", '{"query": 5}'))[
         "error"]
@@ -196,11 +211,10 @@ async def test_bad_tool_calls_get_error_results(sim, graph, openai_server):  # n
     await llm.close()
 
 
-async def test_interviewees_are_chosen_by_relevance(sim, graph, openai_server):  # noqa: F811
+async def test_interviewees_are_chosen_by_relevance(sim, graph, memory, openai_server):  # noqa: F811
     openai_server.responder = lambda body: "I ride my bike."
     llm = llm_for(openai_server)
-    tools = ReportTools(compute_stats(sim), graph, PersonaInterviewer(llm, sim),
-                        load_roster(sim), llm)
+    tools = tools_for(sim, graph, memory, llm)
     out = json.loads(await tools.call("interview_agents", json.dumps(
         {"question": "As a cyclist, what do you think?", "count": 1})))
     assert [a["agent"] for a in out["answers"]] == ["@dave"]     # the only cyclist persona
@@ -216,7 +230,7 @@ def test_tool_schemas_are_valid_function_definitions():
         json.dumps(tool)
 
 
-async def test_an_endpoint_without_tool_calling_still_gets_a_cited_report(sim, graph, openai_server):  # noqa: F811
+async def test_an_endpoint_without_tool_calling_still_gets_a_cited_report(sim, graph, memory, openai_server):  # noqa: F811
     def no_tools(body):
         if body.get("tools"):
             return Raw(400, {"error": {"message": "tools are not supported by this model"}})
@@ -228,7 +242,7 @@ async def test_an_endpoint_without_tool_calling_still_gets_a_cited_report(sim, g
 
     openai_server.responder = no_tools
     llm = llm_for(openai_server)
-    result = await write_report(sim, llm, graph, PersonaInterviewer(llm, sim), ReportSection())
+    result = await write_report(sim, llm, graph, PersonaInterviewer(llm, sim), ReportSection(), memory=memory)
     await llm.close()
     refused = [r for r in openai_server.requests if r.get("tools")]
     assert len(refused) == 1                      # asked once; the second section goes straight on

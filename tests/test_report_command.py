@@ -17,7 +17,8 @@ from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.simdata import write_graph
 from tests.test_report_agent import folder, scripted  # noqa: F401
 
-FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.report"]
+FEATURES = ["bot.features.core", "bot.features.memory", "bot.features.llm", "bot.features.simulation",
+            "bot.features.report"]
 
 
 class Recorded(Sent):
@@ -119,7 +120,7 @@ async def test_report_as_a_pipeline_step(app, folder, openai_server):  # noqa: F
     await write_graph(app.db, "sim1", folder, app.services["embedder"])
     spec, sim_folder, _, _ = await pipeline.load_simulation(app.db, "sim1")
     ctx = pipeline.SimContext("sim1", sim_folder, app.db, app.services["llm"],
-                              app.services["embedder"], spec, app.config)
+                              app.services["embedder"], spec, app.config, memory=app.services["memory"])
     results = await pipeline.run_pipeline(ctx, [("report", report_step)])
     summary = results["report"]
     assert summary["report"] == str(folder / "report" / "report.md")

@@ -17,8 +17,9 @@ from engine.sim import pipeline, sizing
 from engine.sim.estimate import estimate
 from engine.words import plural
 
-FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.simrun",
-            "bot.features.report"]
+# memory: the simulation's posts go into its memory scope, where the report searches them
+FEATURES = ["bot.features.core", "bot.features.memory", "bot.features.llm", "bot.features.simulation",
+            "bot.features.simrun", "bot.features.report"]
 SCOPE = "console:local"
 
 

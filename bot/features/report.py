@@ -1,7 +1,8 @@
 """/report <sim>: the report of a simulation in the channel, as a short summary message, the
 charts as images and the full report.md as a file. A report not yet written is written first,
 as a background job (kind "report") that posts it when done. A simulation job that finishes
-with its report step posts the report too.
+with its report step posts the report too. The report searches the simulation's posts in its
+memory scope, through the memory feature's engine (app.services["memory"]).
 """
 from __future__ import annotations
 

@@ -26,7 +26,8 @@ the LLM).
     graph                     GraphStore over this database (search, facts, entity, ...);
                               the bot passes its shared one (app.services["sim_graph"])
     memory                    MemoryEngine that holds the simulation's memory scope (the report
-                              searches its posts there); the bot passes its own (app.services["memory"])
+                              searches its posts there): the bot's own (app.services["memory"]);
+                              the report step needs it
     spec                      SimSpec: documents (file names in documents/), requirement,
                               agents and rounds as requested (None = config default)
     job_id, scope, channel    the job running the pipeline (budget and usage key), its chat scope
@@ -96,13 +97,11 @@ class SimContext:
     on_progress: ProgressFn | None = None
     step: str = ""
     graph: GraphStore | None = None  # share the bot's store so its cache sees this sim's rewrites
-    memory: MemoryEngine | None = None  # share the bot's engine: one owner of each scope's state
+    memory: MemoryEngine | None = None  # the bot's engine: one owner of each scope's state
 
     def __post_init__(self) -> None:
         if self.graph is None:
             self.graph = GraphStore(self.db, self.embedder, self.config.simulation.graph_cache_size)
-        if self.memory is None:
-            self.memory = MemoryEngine(self.db, self.embedder, self.config.memory)
         if self.job_id is None:  # usage and budget are counted per job; a bare run counts per sim
             self.job_id = f"sim:{self.sim_id}"
 

@@ -37,8 +37,8 @@ async def make_report(db: Database, config, llm, store, sim_id: str, *, memory: 
         interviewer = PersonaInterviewer(llm, folder, job, scope)
         if "run" in done:
             interviewer = RunInterviewer(runs_for(db, config, ledger=llm.usage), sim_id, fallback=interviewer)
-    result = await write_report(folder, llm, StoreGraph(store, sim_id), interviewer, config.report,
-                                memory=memory, requirement=spec.requirement, sim_id=sim_id, job=job, scope=scope, progress=progress)
+    result = await write_report(folder, llm, StoreGraph(store, sim_id), interviewer, config.report, memory=memory,
+                                requirement=spec.requirement, sim_id=sim_id, job=job, scope=scope, progress=progress)
     await db.execute(
         "INSERT OR REPLACE INTO sim_reports(sim_id, path, title, summary, sections, tool_calls, citations,"
         " unverified, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
@@ -55,8 +55,10 @@ def summary_of(result: ReportResult) -> dict[str, Any]:
 
 async def step(ctx) -> dict[str, Any]:
     """The pipeline step (ctx: pipeline.SimContext)."""
-    result = await make_report(ctx.db, ctx.config, ctx.llm, ctx.graph, ctx.sim_id, memory=ctx.memory, job=ctx.job_id,
-                               scope=ctx.scope, progress=ctx.progress)
+    if ctx.memory is None:
+        raise JobError("the report searches the simulation's posts in memory: the bot's memory engine is missing")
+    result = await make_report(ctx.db, ctx.config, ctx.llm, ctx.graph, ctx.sim_id, memory=ctx.memory,
+                               job=ctx.job_id, scope=ctx.scope, progress=ctx.progress)
     return summary_of(result)
 
 
