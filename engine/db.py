@@ -110,9 +110,20 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """BEGIN IMMEDIATE .. COMMIT, rolled back on any exception."""
+        """BEGIN IMMEDIATE .. COMMIT, rolled back on any exception.
+
+        A task cancelled while its BEGIN waits on the connection's thread does not stop the BEGIN:
+        it is rolled back there before the lock is given up, or the connection would stay inside
+        that transaction and every later BEGIN would fail."""
         async with self._lock:
-            await self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                await self.conn.execute("BEGIN IMMEDIATE")
+            except asyncio.CancelledError:
+                try:
+                    await self.conn.execute("ROLLBACK")   # runs after the BEGIN: the thread keeps order
+                except sqlite3.Error:
+                    pass   # the BEGIN itself failed: nothing to roll back
+                raise
             try:
                 yield self.conn
             except BaseException:

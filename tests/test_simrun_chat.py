@@ -20,7 +20,8 @@ from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 
 pytestmark = pytest.mark.timeout(240)
-FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.simrun"]
+FEATURES = ["bot.features.core", "bot.features.memory", "bot.features.llm", "bot.features.simulation",
+            "bot.features.simrun"]
 
 
 def log_events(folder: Path, platform: str) -> list[dict]:
@@ -107,6 +108,15 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
         assert any(e["info"].get("content") == "BREAKING: council delays the toll" and e["round"] == 1
                    for e in reddit)
         assert not any("BREAKING" in str(e.get("info")) for e in log_events(folder, "twitter"))
+        # every post and comment of the run went into the simulation's memory scope as its round ended
+        remembered = {r["message_id"] for r in await app.db.fetchall(
+            "SELECT message_id FROM memory_messages WHERE scope='sim:c1'")}
+        written = {f"{p}:{kind}:{i}" for p in ("twitter", "reddit") for kind, sql in (
+            ("post", "SELECT post_id FROM post WHERE original_post_id IS NULL OR quote_content IS NOT NULL"),
+            ("comment", "SELECT comment_id FROM comment")) for (i,) in sqlite3.connect(platform_db(folder, p)).execute(sql)}
+        assert remembered == written and any(i.startswith("reddit:post:") for i in remembered)
+        await console.handle_line("/recall --sim c1 when does the toll start")
+        assert "The toll starts Monday." in capsys.readouterr().out
         assert db_count(folder, "twitter", "SELECT count(*) FROM trace WHERE action='interview'") == 1
 
         await console.handle_line("/sim status c1")
