@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 import pytest
 
 from bot.app import App
+from bot.scheduler import build_digest
 from engine.config import LLMSection, MemorySection, parse_config
 from engine.llm import LLMClient
 from engine.memory import MemoryEngine
@@ -139,8 +140,10 @@ async def test_recall_and_worlds_of_a_simulation_only_in_its_own_chat(folder, tm
         for command in ("/recall --sim other fare hike", "/worlds --sim other", "/recall --sim nope fare"):
             refused = await bob.say(command)
             assert "no simulation" in refused and "here" in refused and "\n" not in refused.strip()
-        # the chat's own memory holds none of it
+        # the chat's own memory holds none of it, nor does its digest
         assert "No worlds yet" in await bob.say("/worlds")
+        digest = await build_digest(app, "console:test", "2000-01-01T00:00:00+00:00", "general")
+        assert "fare" not in digest.lower() and "sim:" not in digest
     finally:
         await app.close()
     (tmp_path / "config.toml").write_text(f'[bot]\ndata_dir = "{data}"\n', encoding="utf-8")
