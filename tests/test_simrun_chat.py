@@ -13,6 +13,7 @@ import pytest
 from bot.adapters.console import Console
 from bot.app import App
 from engine.config import load_config
+from engine.memory.audience import Viewer
 from engine.sim import pipeline
 from engine.sim.run.protocol import ACTIONS_LOG, platform_db
 from tests.fakes.openai_server import Raw, SocialResponder
@@ -20,8 +21,7 @@ from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 
 pytestmark = pytest.mark.timeout(240)
-FEATURES = ["bot.features.core", "bot.features.memory", "bot.features.llm", "bot.features.simulation",
-            "bot.features.simrun"]
+FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation"]
 
 
 def log_events(folder: Path, platform: str) -> list[dict]:
@@ -31,6 +31,18 @@ def log_events(folder: Path, platform: str) -> list[dict]:
 def db_count(folder: Path, platform: str, sql: str) -> int:
     with sqlite3.connect(platform_db(folder, platform)) as conn:
         return conn.execute(sql).fetchone()[0]
+
+
+def words_written(folder: Path) -> set[str]:
+    """The memory ids of the run's posts with words of their own (plain reposts have none) and comments."""
+    ids = set()
+    for platform in ("twitter", "reddit"):
+        with sqlite3.connect(platform_db(folder, platform)) as conn:
+            ids |= {f"{platform}:post:{i}" for (i,) in conn.execute(
+                "SELECT post_id FROM post WHERE original_post_id IS NULL OR quote_content IS NOT NULL")}
+            ids |= {f"{platform}:comment:{i}" for (i,) in conn.execute("SELECT comment_id FROM comment")}
+        conn.close()
+    return ids
 
 
 async def until(predicate, timeout: float = 120.0):
@@ -45,6 +57,7 @@ async def console_bot(tmp_path, llm_url: str, run_idle_s: float) -> tuple[App, C
     path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{llm_url}"\n'
                     f'[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = {run_idle_s}\n')
     app = await App.create(load_config(path), FEATURES)
+    app.sims.steps = pipeline.STEPS[:4]  # the job ends with the run (the report has tests of its own)
     console = app.adapters.add(Console(app, interactive=False))
     await app.start()
     return app, console
@@ -54,9 +67,8 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
     # slow enough to ask during a round
     responder = openai_server.responder = SocialResponder(delay=0.15)
     app, console = await console_bot(tmp_path, openai_server.base_url, run_idle_s=120.0)
-    runs = app.services["sim_runs"]
+    runs = app.sims.runs
     try:
-        assert [name for name, _ in pipeline.STEPS][-1] == "run"
         # steps 1-3 are recorded as done: the pipeline goes straight to the run
         folder = tmp_path / "sim"
         cfg = make_sim_folder(folder, agents=6, rounds=3, sim_id="c1")
@@ -111,12 +123,9 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
         # every post and comment of the run went into the simulation's memory scope as its round ended
         remembered = {r["message_id"] for r in await app.db.fetchall(
             "SELECT message_id FROM memory_messages WHERE scope='sim:c1'")}
-        written = {f"{p}:{kind}:{i}" for p in ("twitter", "reddit") for kind, sql in (
-            ("post", "SELECT post_id FROM post WHERE original_post_id IS NULL OR quote_content IS NOT NULL"),
-            ("comment", "SELECT comment_id FROM comment")) for (i,) in sqlite3.connect(platform_db(folder, p)).execute(sql)}
-        assert remembered == written and any(i.startswith("reddit:post:") for i in remembered)
-        await console.handle_line("/recall --sim c1 when does the toll start")
-        assert "The toll starts Monday." in capsys.readouterr().out
+        assert remembered == words_written(folder) and any(i.startswith("reddit:post:") for i in remembered)
+        found = await app.sims.memory.recall(Viewer("sim:c1"), "when does the toll start")
+        assert "The toll starts Monday." in [e.text for e in found.evidence]
         assert db_count(folder, "twitter", "SELECT count(*) FROM trace WHERE action='interview'") == 1
 
         await console.handle_line("/sim status c1")

@@ -18,7 +18,6 @@ from bot.app import MEMORY_SETTING
 from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.neutral import Incoming
 from bot.permissions import ADMIN, EVERYONE, ByAction
-from engine.embedder import Embedder
 from engine.llm.client import person_waiting
 from engine.llm.errors import LLMError
 from engine.memory import MemoryEngine, MemoryMessage, RecallResult, WorldInfo
@@ -26,6 +25,7 @@ from engine.memory.audience import Viewer
 from engine.memory.ingest_queue import IngestQueue
 from engine.memory.models import Belief, Evidence
 from engine.memory.sim_scopes import sim_scope
+from engine.sim import records
 from engine.words import plural
 
 CONFIRM_WINDOW_S = 60.0
@@ -95,14 +95,14 @@ async def chosen_viewer(ctx: CommandContext) -> tuple[Viewer, str]:
     sim_id = ctx.args.get("sim")
     if not sim_id:
         return viewer(ctx), "this server or chat"
-    if await ctx.app.db.fetchval("SELECT scope FROM simulations WHERE id=?", (sim_id,)) != ctx.scope:
+    if await records.get(ctx.app.db, sim_id, ctx.scope) is None:
         raise UsageError(f"no simulation {sim_id} here. /sims lists them.")
     return Viewer(sim_scope(sim_id)), f"simulation {sim_id}"
 
 
 def setup(app) -> None:
     cfg = app.config
-    embedder = Embedder.from_config(cfg.embedder)
+    embedder = app.embedder
     engine = MemoryEngine(app.db, embedder, cfg.memory)
     app.services["memory"] = engine
     queue = IngestQueue(engine, cfg.memory.ingest_queue_max, cfg.memory.ingest_batch_max,
