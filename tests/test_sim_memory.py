@@ -20,7 +20,7 @@ from engine.llm import LLMClient
 from engine.memory import MemoryEngine
 from engine.memory.audience import Viewer
 from engine.sim.report.post_search import MemoryPostSearch
-from engine.sim.report.sources import PersonaInterviewer, keyword_score, load_roster, terms
+from engine.sim.report.sources import PersonaInterviewer, StoreGraph, keyword_score, load_roster, terms
 from engine.sim.report.stats import compute_stats
 from engine.sim.report.tools import ReportTools
 from engine.sim.run.observers import RoundDone
@@ -69,7 +69,7 @@ async def test_rounds_are_remembered_once_however_often_observed(folder, db, emb
         "twitter:post:1": ("Alice", "The city council announced a 20% transit fare hike."),
         "twitter:post:2": ("Bob", "I oppose the fare hike, it hurts commuters.")}
     # at the round's simulated time (the environment starts at 08:00, an hour a round)
-    assert datetime.fromisoformat(first["twitter:post:1"][2]) >= datetime(2025, 1, 1, 8, tzinfo=timezone.utc)
+    assert datetime.fromisoformat(first["twitter:post:1"][2]) == datetime(2025, 1, 1, 8, 0, 1, tzinfo=timezone.utc)
     await observe(done)                       # a resume observes the round again
     assert await stored(db) == first
 
@@ -95,8 +95,6 @@ async def test_rounds_are_remembered_once_however_often_observed(folder, db, emb
 
 async def test_report_post_search_is_recall_over_the_sim_scope(folder, db, embedder, openai_server):  # noqa: F811
     graph = await write_graph(db, "sim1", folder, embedder)
-    from engine.sim.report.sources import StoreGraph
-
     llm = LLMClient(LLMSection(base_url=openai_server.base_url, model="m", timeout_s=5))
     memory = MemoryEngine(db, embedder, MemorySection())
     stats = compute_stats(folder)

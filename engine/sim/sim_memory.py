@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+from collections import Counter
 from datetime import timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator
@@ -122,12 +123,15 @@ def platform_messages(folder: Path, sim_id: str, platform: str, rounds: set[int]
 
     scope = sim_scope(sim_id)
     out: list[MemoryMessage] = []
-    for n, row in enumerate(rows, 1):
+    in_round: Counter[int] = Counter()
+    for row in rows:
         said = _words(row, platform, author, quotes)
         if said is None:
             continue
         # the round's simulated time, one second apart in log order (memory keeps a channel's order by time)
-        ts = clock.round_start(int(row["round"])).replace(tzinfo=timezone.utc) + timedelta(seconds=n)
+        rnd = int(row["round"])
+        in_round[rnd] += 1
+        ts = clock.round_start(rnd).replace(tzinfo=timezone.utc) + timedelta(seconds=in_round[rnd])
         out.append(MemoryMessage(scope, platform, *said, ts))
     return out
 
