@@ -13,7 +13,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from tests.simdata import REDDIT, TWITTER, A, B, C, D, E, F, build_simulation
+from tests.simdata import REDDIT, TWITTER, A, B, C, D, E, F, build_simulation, sample_simulation
 
 NEWS = 6
 EVENT = "BREAKING: the council scraps the fare hike"
@@ -56,11 +56,11 @@ _built: dict[str, Path] = {}
 def two_runs(tmp_path_factory, into: Path) -> tuple[Path, Path]:
     """Private copies of run A and run B under ``into`` (built once per test session)."""
     if not _built:
-        root = tmp_path_factory.mktemp("compare-runs")
-        _built["A"] = build_simulation(root / "A")
-        _built["B"] = build_simulation(root / "B", {"twitter": FORK_TWITTER, "reddit": REDDIT})
+        _built["B"] = build_simulation(tmp_path_factory.mktemp("compare-fork") / "B",
+                                       {"twitter": FORK_TWITTER, "reddit": REDDIT})
         _inject(_built["B"])
-    return tuple(shutil.copytree(_built[k], into / k, ignore=shutil.ignore_patterns("log")) for k in "AB")
+    run_a = sample_simulation(tmp_path_factory, into)   # the report tests' sample run, built once
+    return run_a, shutil.copytree(_built["B"], into / "B", ignore=shutil.ignore_patterns("log"))
 
 
 async def write_stances(db, sim_id: str, stances: dict) -> None:
