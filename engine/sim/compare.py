@@ -312,7 +312,8 @@ async def compare_simulations(db, llm, a: tuple[str, Path], b: tuple[str, Path],
                            {r.letter: (r.sim_id, r.stats.rounds) for r in cmp.runs},
                            {r.letter: (r.sim_id, r.beliefs) for r in cmp.runs}, cmp.from_round, injected)
     await step(0.6, "writing the narrative" if llm is not None else "writing the comparison")
-    narrative = await write_narrative(llm, cmp, facts(cmp), job=job, scope=scope)
+    data = facts(cmp)
+    narrative = await write_narrative(llm, cmp, data, job=job, scope=scope)
     await step(0.95, "writing compare.md")
     path = out / "compare.md"
     path.write_text(render(cmp, charts, narrative, out), encoding="utf-8")
@@ -320,5 +321,5 @@ async def compare_simulations(db, llm, a: tuple[str, Path], b: tuple[str, Path],
     (out / "compare.json").write_text(json.dumps({
         "a": a[0], "b": b[0], "from_round": cmp.from_round, "shared_rounds": cmp.shared, "summary": text,
         "charts": {k: str(v) for k, v in charts.items()}, "citations": narrative.cited,
-        "unverified_citations": narrative.unverified, "facts": facts(cmp)}, indent=2), encoding="utf-8")
+        "unverified_citations": narrative.unverified, "facts": data}, indent=2), encoding="utf-8")
     return CompareResult(path, text, charts, narrative.cited, narrative.unverified, cmp.from_round)
