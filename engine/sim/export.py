@@ -6,7 +6,7 @@ refreshes left out, as in the report's statistics), the agents who acted, the po
 posts and quotes) and comments written, the events injected, and the belief split (for /
 neutral / against and the mean score) when stances were tracked; empty belief cells when not.
 The CSV has one ``actions_<type>`` column per action type the run used; each JSONL line holds
-the same values with ``actions`` as an object.
+the same values, the counts by type as the object ``actions_by_type``.
 
 Transcript: per round and platform, the posts and comments from the platform databases with
 their author, post (or comment) id and the author's stance label in that round when known;

@@ -31,7 +31,7 @@ def setup(app) -> None:
     sims = simulations(app)
 
     async def compare_job(job) -> dict:
-        a, b = (await sims.get(job.params[key], job.job.scope) for key in ("a", "b"))
+        a, b = [await sims.get(job.params[key], job.job.scope) for key in ("a", "b")]
         if a is None or b is None:
             raise JobError(f"simulation {job.params['a'] if a is None else job.params['b']} is gone")
         result = await sims.compare(a, b, job=job.id, scope=job.job.scope, progress=job.progress)
