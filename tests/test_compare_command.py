@@ -7,15 +7,11 @@ import json
 
 import pytest
 
-from bot.app import App
-from bot.neutral import Incoming
-from engine.config import parse_config
 from engine.db import open_database
-from tests.chat_helpers import Outlet
 from tests.compare_data import STANCES_A, STANCES_B, two_runs, write_stances
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.test_memory_cli import run_bot
-from tests.test_report_command import FEATURES, RecordingReply
+from tests.test_report_command import RecordingReply, app, said  # noqa: F401
 
 
 async def add_sim(db, sim_id: str, folder, scope: str = "console:local") -> None:
@@ -25,31 +21,21 @@ async def add_sim(db, sim_id: str, folder, scope: str = "console:local") -> None
 
 
 @pytest.fixture
-async def app(tmp_path, tmp_path_factory, openai_server):  # noqa: F811
-    config = parse_config({"bot": {"data_dir": str(tmp_path / "data")},
-                           "llm": {"base_url": openai_server.base_url, "model": "m", "retry_max_wait_s": 1},
-                           "jobs": {"progress_interval_s": 0}}, str(tmp_path / "config.toml"))
-    app = await App.create(config, FEATURES)
-    reply = RecordingReply()
-    app.adapters.add(Outlet("console", lambda scope, channel: reply))
-    app.reply = reply
-    await app.start()
+async def sims(app, tmp_path, tmp_path_factory):
+    """The console bot of the report tests with runs A and B (stances tracked), another chat's
+    simulation and one that has not run."""
     run_a, run_b = two_runs(tmp_path_factory, tmp_path)
     await add_sim(app.db, "simA", run_a)
     await add_sim(app.db, "simB", run_b)
-    await add_sim(app.db, "simC", run_b, scope="telegram:42")     # another chat's
+    await add_sim(app.db, "simC", run_b, scope="telegram:42")
     await add_sim(app.db, "simD", tmp_path / "not-run")
     await write_stances(app.db, "simA", STANCES_A)
     await write_stances(app.db, "simB", STANCES_B)
-    yield app
-    await app.close()
+    return app
 
 
-def said(text: str) -> Incoming:
-    return Incoming("console", "console:local", "console", "u1", "user", text)
-
-
-async def test_compare_posts_summary_charts_and_file(app, openai_server):  # noqa: F811
+async def test_compare_posts_summary_charts_and_file(sims, openai_server):  # noqa: F811
+    app = sims
     openai_server.responder = lambda body: ("In B the news post [B twitter post 4] turned the mood, "
                                             "while A kept arguing over [A twitter post 2].")
     reply = app.reply
@@ -77,14 +63,16 @@ async def test_compare_posts_summary_charts_and_file(app, openai_server):  # noq
     ("/compare simA simD", "⚠ simulation simD has not run yet: there is nothing to compare."),
     ("/compare simA", "⚠ missing sim_b. Usage: /compare <sim_a> <sim_b>"),
 ])
-async def test_compare_bad_input_is_one_line(app, line, answer):
+async def test_compare_bad_input_is_one_line(sims, line, answer):
+    app = sims
     reply = RecordingReply()
     await app.dispatch(said(line), reply)
     assert reply.log == [("send", answer)]
     assert await app.jobs.list(scope="console:local", kind="compare") == []
 
 
-async def test_report_export_uploads_the_files(app):
+async def test_report_export_uploads_the_files(sims):
+    app = sims
     reply = RecordingReply()
     await app.dispatch(said("/report simB export"), reply)
     assert reply.log[0][0] == "send" and "6 rows" in reply.log[0][1]
