@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
+from argparse import Namespace
 
 import pytest
 
+from bot.cli.export import report_export
+from engine.config import load_config
 from engine.db import open_database
 from tests.compare_data import STANCES_A, STANCES_B, two_runs, write_stances
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
@@ -88,11 +91,12 @@ async def test_report_export_uploads_the_files(sims):
     assert reply.log == [("send", "⚠ simulation simD has not run yet: there is nothing to export.")]
 
 
-async def test_report_export_cli(tmp_path, tmp_path_factory):
+async def test_report_export_cli(tmp_path, tmp_path_factory, capsys):
     (tmp_path / "config.toml").write_text(f'[bot]\ndata_dir = "{tmp_path / "data"}"\n', encoding="utf-8")
     _, run_b = two_runs(tmp_path_factory, tmp_path)
     db = await open_database(tmp_path / "data" / "bot.sqlite3")
     await add_sim(db, "simB", run_b)
+    await add_sim(db, "simD", tmp_path / "not-run")
     await db.close()
     done = run_bot(tmp_path, "report-export", "simB", "--out", str(tmp_path / "out"))
     assert done.returncode == 0, done.stderr
@@ -100,5 +104,10 @@ async def test_report_export_cli(tmp_path, tmp_path_factory):
                                                                       "transcript.md")]
     with (tmp_path / "out" / "trajectory.csv").open(newline="") as fh:
         assert len(list(csv.DictReader(fh))) == 6
-    done = run_bot(tmp_path, "report-export", "nosuch")
-    assert (done.returncode, done.stderr.strip()) == (2, "error: no simulation nosuch")
+    # bad input, in this process (one bot process start is enough): one line, exit 2, nothing written
+    config = load_config(str(tmp_path / "config.toml"))
+    for sim_id, error in (("nosuch", "error: no simulation nosuch"),
+                          ("simD", "error: simulation simD has not run yet: there is nothing to export")):
+        code = await report_export(Namespace(sim_id=sim_id, out=str(tmp_path / "bad")), config)
+        assert (code, capsys.readouterr().err.strip()) == (2, error)
+    assert not (tmp_path / "bad").exists()
