@@ -27,7 +27,7 @@ from engine.offload import run_cpu
 from engine.sim.beliefs import Beliefs, load_beliefs
 from engine.sim.injected import Injected, read_injected
 from engine.sim.report.stats import (ACTIONS_LOG, NOT_ACTIONS, PLATFORMS, _connect, compute_stats, platform_db,
-                                     platforms_of, read_log)
+                                     platforms_of, read_log, users)
 
 TRAJECTORY_CSV, TRAJECTORY_JSONL, TRANSCRIPT_MD = "trajectory.csv", "trajectory.jsonl", "transcript.md"
 POSTS, COMMENTS = {"create_post", "quote_post"}, {"create_comment"}
@@ -127,12 +127,11 @@ def read_comments(sim_dir: Path | str, platform: str) -> list[Comment]:
               and isinstance(a["info"].get("comment_id"), int)}
     conn = _connect(platform_db(sim_dir, platform))
     try:
-        users = {r["user_id"]: (r["agent_id"], r["user_name"] or r["name"] or f"agent{r['agent_id']}")
-                 for r in conn.execute("SELECT user_id, agent_id, user_name, name FROM user")}
+        authors = users(conn)
         comments = []
         for r in conn.execute("SELECT comment_id, post_id, user_id, content, created_at FROM comment"
                               " ORDER BY comment_id"):
-            agent_id, name = users.get(r["user_id"], (r["user_id"], f"user{r['user_id']}"))
+            agent_id, name = authors.get(r["user_id"], (r["user_id"], f"user{r['user_id']}"))
             stamp = str(r["created_at"])
             comments.append(Comment(platform, r["comment_id"], r["post_id"], agent_id, name, r["content"] or "",
                                     rounds.get(r["comment_id"], int(stamp) + 1 if stamp.isdigit() else None)))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.sim.injected import Injected
-from engine.sim.report.stats import ACTIONS_LOG, NOT_ACTIONS, _connect, platform_db, read_log
+from engine.sim.report.stats import ACTIONS_LOG, NOT_ACTIONS, _connect, platform_db, read_log, users
 
 FEED, RECOMMENDED, ACTIVE = "feed", "recommendations", "activity"
 
@@ -59,7 +59,7 @@ def event_travel(sim_dir: Path | str, event: Injected) -> Travel:
     post_id = event.post_id
     conn = _connect(path)
     try:
-        agent = {r["user_id"]: r["agent_id"] for r in conn.execute("SELECT user_id, agent_id FROM user")}
+        agent = {user: agent_id for user, (agent_id, _) in users(conn).items()}
         source = conn.execute("SELECT user_id FROM post WHERE post_id = ?", (post_id,)).fetchone()
 
         def agents(sql: str) -> set[int]:

@@ -167,11 +167,16 @@ def _connect(db_path: Path) -> sqlite3.Connection:
     return conn
 
 
+def users(conn: sqlite3.Connection) -> dict[int, tuple[int, str]]:
+    """A platform database's user id -> (agent id, name shown)."""
+    return {r["user_id"]: (r["agent_id"], r["user_name"] or r["name"] or f"agent{r['agent_id']}")
+            for r in conn.execute("SELECT user_id, agent_id, user_name, name FROM user")}
+
+
 def _platform_stats(sim_dir: Path, platform: str):
     conn = _connect(platform_db(sim_dir, platform))
     try:
-        names = {r["user_id"]: (r["agent_id"], r["user_name"] or r["name"] or f"agent{r['agent_id']}")
-                 for r in conn.execute("SELECT user_id, agent_id, user_name, name FROM user")}
+        names = users(conn)
 
         def who(user_id: int) -> tuple[int, str]:
             return names.get(user_id, (user_id, f"user{user_id}"))
