@@ -47,7 +47,9 @@ async def test_compare_posts_summary_charts_and_file(sims, openai_server):  # no
     job = (await app.jobs.list(scope="console:local", kind="compare"))[0]
     job = await app.jobs.wait(job.id)
     assert job.state == "done", job.error
-    summary = [t for kind, t, *_ in reply.log if kind == "send" and t.startswith("⚖ Comparison")]
+    sent = [t for kind, t, *_ in reply.log if kind == "send"]
+    assert any(t.startswith(f"⏳ compare simA simB (`{job.id}`)") for t in sent)    # progress in the channel
+    summary = [t for t in sent if t.startswith("⚖ Comparison")]
     assert summary and "they part from round 2" in summary[0] and "[B twitter post 4]" in summary[0]
     images = reply.of("image")
     assert [p.name for _, p, _ in images] == ["activity.png", "beliefs.png"]
