@@ -44,8 +44,9 @@ def setup(app) -> None:
 
     app.jobs.register("compare", compare_job)
 
-    @app.commands.command("compare", "Compare two simulations (a parent and its fork): activity, beliefs, "
-                                     "the agents and posts that differ, how far injected events travelled", [
+    # at most 100 characters: Discord's limit for a command's description
+    @app.commands.command("compare", "Compare two futures (a parent and its fork): activity, beliefs, what "
+                                     "differs, injected events", [
         Arg("sim_a", "first simulation id (A)"), Arg("sim_b", "second simulation id (B)")], group="simulation")
     async def compare(ctx: CommandContext) -> None:
         if ctx.args["sim_a"] == ctx.args["sim_b"]:
