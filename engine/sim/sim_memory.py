@@ -5,7 +5,7 @@ What is remembered, from each platform's ``actions.jsonl`` (rounds from 0 there,
 ``create_post``, ``quote_post`` (the quote's own words, read from the platform's database: the log
 has only the ids), ``create_comment`` and ``injected`` events (the contract of /sim inject). A
 plain repost adds no words of its own and is left out. Each message is written by the agent's
-name (the platform's ``user`` table, else the environment's agents; an injected event by its
+name (from the environment; an account of no agent by its user name; an injected event by its
 source), at the round's simulated time, with a stable id: ``<platform>:post:<post_id>`` or
 ``<platform>:comment:<comment_id>`` (an injected event is a post too, so its id is its post's). A
 message already stored is skipped by the memory engine (same scope, channel and id), so feeding
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 from collections import Counter
 from datetime import timedelta, timezone
 from pathlib import Path
@@ -31,6 +30,7 @@ from engine.memory.sim_scopes import sim_scope
 from engine.offload import run_cpu
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig, TimeConfig
 from engine.sim.run.observers import RoundDone, RoundObserver
+from engine.sim.report.stats import _connect, users
 from engine.sim.run.protocol import ACTIONS_LOG, PLATFORMS, platform_db
 
 log = logging.getLogger(__name__)
@@ -85,19 +85,19 @@ def _environment(folder: Path) -> SimulationConfig | None:
 
 
 def _platform_names_and_quotes(db_path: Path, quote_ids: list[int]) -> tuple[dict[int, str], dict[int, str]]:
-    """user id -> display name, and post id -> quote text, from the platform's database (read-only:
+    """user id -> name shown, and post id -> quote text, from the platform's database (read-only:
     the run may still be writing it)."""
     if not db_path.exists():
         return {}, {}
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=10)
+    conn = _connect(db_path)
     try:
-        names = {r[0]: r[1] or r[2] for r in conn.execute("SELECT user_id, name, user_name FROM user") if r[1] or r[2]}
+        names = {uid: name for uid, (_, name) in users(conn).items()}
         quotes: dict[int, str] = {}
         for i in range(0, len(quote_ids), 500):
             part = quote_ids[i:i + 500]
-            quotes.update((r[0], r[1]) for r in conn.execute(
+            quotes.update((r["post_id"], r["quote_content"]) for r in conn.execute(
                 f"SELECT post_id, quote_content FROM post WHERE post_id IN ({','.join('?' * len(part))})", part)
-                if r[1])
+                if r["quote_content"])
         return names, quotes
     finally:
         conn.close()
@@ -118,8 +118,8 @@ def platform_messages(folder: Path, sim_id: str, platform: str, rounds: set[int]
     names, quotes = _platform_names_and_quotes(platform_db(folder, platform), quote_ids)
     agents = {a.agent_id: a.name for a in env.agents} if env is not None else {}
 
-    def author(agent_id: Any) -> str:
-        return names.get(agent_id) or agents.get(agent_id) or f"agent {agent_id}"
+    def author(agent_id: Any) -> str:   # an agent's full name; an account of no agent (a news source): its user name
+        return agents.get(agent_id) or names.get(agent_id) or f"agent {agent_id}"
 
     scope = sim_scope(sim_id)
     out: list[MemoryMessage] = []

@@ -9,7 +9,6 @@ observed as they ended (run by an older version, or in another process) is searc
 """
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -18,7 +17,7 @@ from engine.memory import MemoryEngine
 from engine.memory.audience import Viewer
 from engine.memory.sim_scopes import sim_scope
 from engine.offload import run_cpu
-from engine.sim.report.stats import PostStat, SimStats, platform_db
+from engine.sim.report.stats import PostStat, SimStats, _connect, platform_db, users
 from engine.sim.sim_memory import ingest_run, parse_message_id
 
 Comments = dict[tuple[str, int], tuple[int, str]]   # (platform, comment id) -> (post id, commenter)
@@ -44,12 +43,11 @@ def load_comments(folder: Path, platforms: list[str]) -> Comments:
         path = platform_db(folder, platform)
         if not path.exists():
             continue
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+        conn = _connect(path)
         try:
-            for cid, pid, user_name, name, uid in conn.execute(
-                    "SELECT c.comment_id, c.post_id, u.user_name, u.name, c.user_id FROM comment c"
-                    " LEFT JOIN user u ON u.user_id = c.user_id"):
-                out[(platform, cid)] = (pid, user_name or name or f"user{uid}")
+            names = users(conn)
+            for r in conn.execute("SELECT comment_id, post_id, user_id FROM comment"):
+                out[(platform, r["comment_id"])] = (r["post_id"], names.get(r["user_id"], (0, f"user{r['user_id']}"))[1])
         finally:
             conn.close()
     return out
