@@ -73,3 +73,18 @@ async def test_worlds_lists_phrase_names(tmp_path):
         assert "Football match Arsenal" in listing or "Arsenal football match" in listing, listing
     finally:
         await app.close()
+
+
+def test_words_are_stemmed_alike_from_several_threads_at_once():
+    """Worlds are named off the event loop while routing names newborn worlds on it: a stemmer
+    shared between threads garbled words or raised IndexError."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    text = "The council announced the transit fare increases yesterday, commuters protested loudly"
+    expected = initial_topic(text)
+
+    def name_often(_) -> bool:
+        return all(initial_topic(text) == expected for _ in range(1000))
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(name_often, range(4)))

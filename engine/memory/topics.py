@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import threading
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
 from itertools import combinations
 from typing import Any, Awaitable, Callable
 
@@ -49,9 +49,16 @@ _TOKEN = re.compile(r"[^\W\d_][\w'’-]*")
 _SENTENCE_END = re.compile(r"[.!?:;]")
 
 
-@lru_cache(maxsize=1)
+_per_thread = threading.local()
+
+
 def _stemmer():
-    return snowballstemmer.stemmer("english")
+    """This thread's stemmer: a snowball stemmer keeps its word in itself while it works, so threads
+    must not share one (worlds are named off the event loop while routing names newborn worlds on it)."""
+    stemmer = getattr(_per_thread, "stemmer", None)
+    if stemmer is None:
+        stemmer = _per_thread.stemmer = snowballstemmer.stemmer("english")
+    return stemmer
 
 
 @dataclass(frozen=True)
