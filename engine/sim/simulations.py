@@ -90,6 +90,14 @@ class Simulations:
     async def run_state(self, sim_id: str) -> RunState | None:
         return await self.runs.get(sim_id)
 
+    async def check_stoppable(self, sim_id: str) -> None:
+        """Raise a JobError saying why this process cannot stop the run (it is not running, or it
+        runs in another process)."""
+        if await self.runs.executor.attach(sim_id) is None:
+            where = await self.runs.elsewhere(sim_id)
+            raise JobError(f"simulation {sim_id} runs in {where}; stop it there." if where
+                           else f"simulation {sim_id} is not running.")
+
     # -- starting ---------------------------------------------------------------------------
 
     async def submit(self, sim_id: str, scope: str, channel: str | None, started_by: str) -> Job:
