@@ -126,17 +126,31 @@ def setup(app) -> None:
                  f"{_clip(r['requirement'], 60)}" for r in rows]
         await ctx.reply.send("\n".join(lines))
 
-    @reg.command("sim", "One simulation: its status, or stop or resume its run", [
-        Arg("action", "status, stop (at the end of the round) or resume", type="choice",
-            choices=("status", "stop", "resume")),
-        Arg("id", "simulation id")], group="simulation", permission=ByAction("action", {
-            "stop": sim_starter_or_admin("id", "stop it"), "resume": sim_starter_or_admin("id", "resume it")}))
+    @reg.command("sim", "One simulation: its status, stop or resume its run, or inject an event into it", [
+        Arg("action", "status, stop (at the end of the round), resume or inject", type="choice",
+            choices=("status", "stop", "resume", "inject")),
+        Arg("id", "simulation id"),
+        Arg("text", "inject: the event, as its source posts it", type="text", required=False),
+        Arg("round", "inject: the round it goes out in (default: the next one)", type="int", required=False,
+            option=True),
+        Arg("platform", "inject: twitter, reddit or both (default both)", type="choice",
+            choices=("twitter", "reddit", "both"), required=False, option=True),
+        Arg("as", "inject: the account that posts it (default News Desk)", required=False, option=True),
+    ], group="simulation", permission=ByAction("action", {
+            "stop": sim_starter_or_admin("id", "stop it"), "resume": sim_starter_or_admin("id", "resume it"),
+            "inject": sim_starter_or_admin("id", "inject events into it")}))
     async def sim(ctx: CommandContext) -> None:
         sim_id = ctx.args["id"]
         row = await app.db.fetchone("SELECT * FROM simulations WHERE id=? AND scope=?", (sim_id, ctx.scope))
         if row is None:
             raise UsageError(f"no simulation {sim_id} here. /sims lists them.")
         action = ctx.args["action"]
+        from bot.features import siminject
+        if action == "inject":
+            await siminject.sim_inject(app, ctx, row)
+            return
+        if extra := [name for name in siminject.OPTIONS if ctx.args.get(name) is not None]:
+            raise UsageError(f"/sim {action} takes only a simulation id ({', '.join(extra)} is for /sim inject)")
         if action == "status":
             await ctx.reply.send(await status_text(app, row))
             return
@@ -185,6 +199,8 @@ async def status_text(app, row) -> str:
         from bot.features import simrun
         if (line := await simrun.run_status_line(app, row["id"])) is not None:
             lines.append(line)
+    from bot.features import siminject
+    lines += await siminject.status_lines(row)
     if job is not None and job.state in ("interrupted", "failed", "cancelled", "stopped") and job.resumable:
         lines.append(f"/resume {job.id} continues from the first unfinished step.")
     return "\n".join(lines)

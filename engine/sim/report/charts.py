@@ -3,6 +3,8 @@ several reports can render at once in worker threads; call through ``run_cpu``.
 
 Each chart explains itself at Discord's preview size: axis labels, integer ticks for counts,
 rounds numbered from 1 as the chat numbers them, legends placed where they cover no data.
+Charts over rounds mark the events injected into the run (``mark_injected``): a dashed line at
+the round each went out in, labelled with its source.
 """
 from __future__ import annotations
 
@@ -69,6 +71,22 @@ def _legend_above(ax) -> None:
     ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, frameon=False, fontsize=TICK_SIZE)
 
 
+INJECTED_COLOUR = "#7a5195"
+
+
+def mark_injected(ax, stats: SimStats) -> None:
+    """A dashed vertical line at the round (from 1) of each injected event, its source written
+    along it; events of one round share a line."""
+    by_round: dict[int, list[str]] = {}
+    for event in stats.injected:
+        by_round.setdefault(event.round + 1, []).append(event.source)
+    for number, sources in sorted(by_round.items()):
+        ax.axvline(number, color=INJECTED_COLOUR, linestyle="--", linewidth=1.5, alpha=0.8, zorder=1)
+        label = "event: " + ", ".join(dict.fromkeys(sources))
+        ax.text(number, 0.98, f" {label[:40]}", transform=ax.get_xaxis_transform(), rotation=90, ha="right",
+                va="top", color=INJECTED_COLOUR, fontsize=TICK_SIZE - 1)
+
+
 def activity_figure(stats: SimStats) -> Figure:
     """Actions per round and platform; rounds numbered from 1, as the chat counts them."""
     fig = Figure(figsize=(7, 4.2))
@@ -85,6 +103,7 @@ def activity_figure(stats: SimStats) -> Figure:
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
+        mark_injected(ax, stats)
         _legend_above(ax)
         _style(ax, TITLES["activity"], "round", "actions", loc="left")
     else:
