@@ -89,6 +89,8 @@ async def inject(runs: SimRuns, sim_id: str, folder: Path | str, text: str, *, r
         raise InjectRefused(f"simulation {sim_id} has run all its {total} rounds: there is no round left "
                             f"to inject into")
     round_no = first if round_no is None else round_no
+    if round_no < 1:
+        raise InjectRefused(f"rounds count from 1; the next round is {first}")
     if round_no < first:
         raise InjectRefused(f"round {round_no} has already begun or is over; the next round is {first}")
     if round_no > total:
