@@ -79,7 +79,7 @@ def prompts(requests: list[dict], name: str, platform: str) -> list[str]:
 async def test_injected_events_reach_databases_prompts_logs_status_and_report(llm, tmp_path, capsys):
     config = tmp_path / "config.toml"
     config.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{llm.base_url}"\n'
-                      f'[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 0.5\n')
+                      f'[jobs]\nprogress_interval_s = 0.05\n[simulation]\nrun_idle_s = 0.5\n')
     app = await App.create(load_config(config), FEATURES)
     console = app.adapters.add(Console(app, interactive=False))
     await app.start()
