@@ -185,3 +185,22 @@ async def test_injected_events_reach_databases_prompts_logs_status_and_report(ll
         assert draw_charts(stats, folder)["activity"].stat().st_size > 0
     finally:
         await app.close()
+
+
+def test_injections_file_keeps_every_event_of_concurrent_writers_and_a_broken_file_is_no_list(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.sim.inject import injection_status
+    from engine.sim.injections import Injection, append_injection, read_injections
+
+    def add(i: int) -> None:
+        append_injection(tmp_path, Injection(id=f"e{i}", round=1 + i % 3, platforms=("twitter",), source="News Desk",
+                                             text=f"event {i}"))
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(add, range(40)))
+    assert sorted(e.id for e in read_injections(tmp_path)) == sorted(f"e{i}" for i in range(40))
+    assert all(s.published == {} for s in injection_status(tmp_path))
+    (tmp_path / "injections.json").write_text('{"id": "x"}')
+    with pytest.raises(ValueError, match="holds no list of events"):
+        read_injections(tmp_path)
+    assert injection_status(tmp_path) == []
