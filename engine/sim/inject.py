@@ -62,7 +62,8 @@ async def next_round(runs: SimRuns, sim_id: str) -> int:
     if state is None:
         return 1
     done = max(state.rounds_done.values(), default=0)
-    return done + 2 if state.live and state.status == "running" else done + 1
+    # "running": a process (this one or another) has the round after ``done`` under way
+    return done + 2 if state.status == "running" else done + 1
 
 
 async def inject(runs: SimRuns, sim_id: str, folder: Path | str, text: str, *, round_no: int | None = None,
