@@ -103,7 +103,7 @@ async def inject(runs: SimRuns, sim_id: str, folder: Path | str, text: str, *, r
 
 
 async def _tell_child(runs: SimRuns, sim_id: str, event: Injection) -> tuple[str, ...]:
-    """Have a live run read the file now; the platforms that had begun the event's round already."""
+    """Have a live run read the file now; the platforms that began the event's round without it."""
     handle = await runs.executor.attach(sim_id)
     if handle is None:
         return ()
@@ -111,8 +111,8 @@ async def _tell_child(runs: SimRuns, sim_id: str, event: Injection) -> tuple[str
         reply = await handle.request("inject", timeout=10.0)
     except (RunGone, RunTimeout, RuntimeError):
         return ()  # it ended or is busy: it reads the file at its next round or resume anyway
-    started = reply.get("rounds_started") or {}
-    return tuple(p for p in event.platforms if started.get(p, 0) >= event.round)
+    late = reply.get("late") or {}
+    return tuple(p for p in event.platforms if event.id in late.get(p, ()))
 
 
 @dataclass(frozen=True)

@@ -462,11 +462,12 @@ class Child:
             elif kind == "close":
                 self.closing.set()
                 self.emit({"type": "reply", "id": rid, "ok": True})
-            elif kind == "inject":  # injections.json changed: read it now, say which rounds have begun
+            elif kind == "inject":  # injections.json changed: read it now, say which events missed their round
                 for runner in self.runners.values():
                     runner.injector.reload()
                 self.emit({"type": "reply", "id": rid, "ok": True,
-                           "rounds_started": {n: r.rounds_started for n, r in self.runners.items()}})
+                           "late": {n: [e.id for e in r.injector.due(r.rounds_started - 1)]
+                                    for n, r in self.runners.items()}})
             elif kind == "ping":
                 self.emit({"type": "reply", "id": rid, "ok": True,
                            "rounds_done": {n: r.rounds_done for n, r in self.runners.items()}})
