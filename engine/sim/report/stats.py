@@ -326,4 +326,4 @@ def injected_events(sim_dir: Path, platforms: list[str]) -> list[InjectedEvent]:
             event.round = min(event.round, int(line["round"]))
             if isinstance(line.get("post_id"), int):
                 event.posts[platform] = line["post_id"]
-    return sorted(events.values(), key=lambda e: (e.round, e.id))
+    return sorted(events.values(), key=lambda e: e.round)  # stable: the order they went out in
