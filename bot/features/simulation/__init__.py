@@ -7,20 +7,20 @@ modules, each a ``setup(app)``: they parse, check permission, call the service a
 ``/sim`` is registered from the actions the modules in ``ADD_SIM_ACTIONS`` added
 (bot.features.simulation.actions): a module that adds one goes in that list.
 
-Administrators start simulations; stopping, resuming and interviewing one belong to the person
+Administrators start simulations; stopping, resuming, interviewing and injecting events into one belong to the person
 who started it and to administrators. A restart interrupts the pipeline job; /resume continues
 at the first unfinished step, the run after its last completed round.
 """
 from __future__ import annotations
 
-from bot.features.simulation import compare, control, interview, report, start, status
+from bot.features.simulation import compare, control, inject, interview, report, start, status
 from bot.features.simulation.actions import sim_actions
 from engine.sim.run.step import make_runs
 from engine.sim.simulations import Simulations
 
 # The order of /help: /simulate and /sims, then /sim, registered once the modules that add its
 # actions have added them, then the other commands.
-ADD_SIM_ACTIONS = [status, control]
+ADD_SIM_ACTIONS = [status, control, inject]
 COMMANDS = [interview, report, compare]
 
 
