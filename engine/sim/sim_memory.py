@@ -29,6 +29,7 @@ from engine.memory import MemoryEngine, MemoryMessage
 from engine.memory.sim_scopes import sim_scope
 from engine.offload import run_cpu
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig, TimeConfig
+from engine.sim.injections import DEFAULT_SOURCE, INJECTED
 from engine.sim.run.observers import RoundDone, RoundObserver
 from engine.sim.report.stats import _connect, users
 from engine.sim.run.protocol import ACTIONS_LOG, PLATFORMS, platform_db
@@ -36,7 +37,6 @@ from engine.sim.run.protocol import ACTIONS_LOG, PLATFORMS, platform_db
 log = logging.getLogger(__name__)
 
 WORDS = {"create_post", "quote_post", "create_comment"}   # actions that carry an agent's own words
-INJECTED = "injected"
 
 
 def message_id(platform: str, kind: str, number: Any) -> str:
@@ -140,7 +140,7 @@ def _words(row: dict, platform: str, author, quotes: dict[int, str]) -> tuple[st
     """(message id, author, text) of one log line, or None when it carries no usable words."""
     info = row.get("info") or {}
     if row["type"] == INJECTED:
-        kind, number, who, text = "post", row.get("post_id"), str(row.get("source") or "News Desk"), row.get("text")
+        kind, number, who, text = "post", row.get("post_id"), str(row.get("source") or DEFAULT_SOURCE), row.get("text")
     elif row["action"] == "create_comment":
         kind, number, who, text = "comment", info.get("comment_id"), author(row.get("agent_id")), info.get("content")
     elif row["action"] == "quote_post":
