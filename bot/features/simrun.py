@@ -124,7 +124,7 @@ async def run_status_line(app, sim_id: str) -> str | None:
 def setup(app) -> None:
     step.register()
     llm = app.services.get("llm")
-    service = step.runs_for(app.db, app.config, app.owner, llm.usage if llm is not None else None)
+    service = step.runs_for(app.db, app.config, app.owner, llm.usage if llm is not None else None, llm)
     app.services["sim_runs"] = service
 
     async def recover() -> None:

@@ -34,7 +34,7 @@ async def make_report(db: Database, config, llm, store, sim_id: str, *, intervie
     if interviewer is None:
         interviewer = PersonaInterviewer(llm, folder, job, scope)
         if "run" in done:
-            interviewer = RunInterviewer(runs_for(db, config, ledger=llm.usage), sim_id, fallback=interviewer)
+            interviewer = RunInterviewer(runs_for(db, config, ledger=llm.usage, llm=llm), sim_id, fallback=interviewer)
     result = await write_report(folder, llm, StoreGraph(store, sim_id), interviewer, config.report,
                                 requirement=spec.requirement, sim_id=sim_id, job=job, scope=scope, progress=progress)
     await db.execute(

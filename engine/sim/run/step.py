@@ -2,7 +2,8 @@
 
 ``register()`` appends the step to ``engine.sim.pipeline.STEPS`` (once per process). The step
 uses the ``SimRuns`` service of its database (``runs_for``), so the chat commands that stop,
-resume or interview a run reach the same live process.
+resume or interview a run reach the same live process. Given the LLM client, the service tracks
+beliefs per round (``engine.sim.stance``) unless ``[simulation] track_stances`` is false.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from engine.config import Config
 from engine.db import Database
 from engine.owners import ProcessOwner
 from engine.llm.usage import UsageLedger
-from engine.sim import pipeline
+from engine.sim import pipeline, stance
 from engine.sim.run.accounting import RunUsage
 from engine.sim.run.executor import LocalExecutor
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
@@ -30,20 +31,22 @@ def settings_from(config: Config) -> RunSettings:
 
 
 def runs_for(db: Database, config: Config, owner: ProcessOwner | None = None,
-             ledger: UsageLedger | None = None) -> SimRuns:
+             ledger: UsageLedger | None = None, llm=None) -> SimRuns:
     """The run service of this database (one per bot process, created on first use, with the
     process's ``owner`` when given). Runs record their LLM usage in ``ledger``, the shared LLM
-    client's, so its budget checks see it."""
+    client's, so its budget checks see it; ``llm`` (that client) classifies the agents' stances."""
     runs = _services.get(db)
     if runs is None:
-        llm = LLMTarget(config.llm.base_url, config.llm.model, config.llm.api_key_env, config.llm.timeout_s)
+        target = LLMTarget(config.llm.base_url, config.llm.model, config.llm.api_key_env, config.llm.timeout_s)
         usage = RunUsage(db, ledger or UsageLedger(config.llm, db), config.llm.model)
-        runs = _services[db] = SimRuns(db, LocalExecutor(), llm, settings_from(config), owner, usage)
+        observers = ([stance.observer(db, llm, config.simulation.stance_batch)]
+                     if llm is not None and config.simulation.track_stances else [])
+        runs = _services[db] = SimRuns(db, LocalExecutor(), target, settings_from(config), owner, usage, observers)
     return runs
 
 
 async def step(ctx: pipeline.SimContext) -> dict:
-    runs = runs_for(ctx.db, ctx.config, ledger=ctx.llm.usage)
+    runs = runs_for(ctx.db, ctx.config, ledger=ctx.llm.usage, llm=ctx.llm)
 
     async def progress(fraction, message, **data) -> None:
         await ctx.progress(fraction, message)

@@ -1,0 +1,24 @@
+-- Beliefs per round (engine/sim/stance.py): after each completed round of a platform, the
+-- stance of every agent active in it towards the requirement's subject. score in [-1, 1];
+-- label 'for' (> 0.2), 'against' (< -0.2), else 'neutral'; round is 1-based. carried = 1: the
+-- agent only read its feed that round and keeps its last score.
+CREATE TABLE sim_stances (
+    sim_id   TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    round    INTEGER NOT NULL,
+    agent_id INTEGER NOT NULL,
+    score    REAL NOT NULL,
+    label    TEXT NOT NULL,
+    carried  INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (sim_id, platform, round, agent_id)
+);
+
+-- Rounds whose classification was skipped, and why (an LLM budget reached, an unusable answer);
+-- a later observation of the round (a resume) tries again and removes the note when it succeeds.
+CREATE TABLE sim_stance_skips (
+    sim_id   TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    round    INTEGER NOT NULL,
+    reason   TEXT NOT NULL,
+    PRIMARY KEY (sim_id, platform, round)
+);
