@@ -15,7 +15,7 @@ from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.permissions import ADMIN, ByAction, Permission, StarterOrAdmin
 from engine.documents import read_documents
 from engine.jobs import JobError
-from engine.sim import pipeline, sizing
+from engine.sim import pipeline, sizing, stance
 from engine.sim.estimate import estimate
 from engine.sim.graphstore import GraphStore
 from engine.embedder import Embedder
@@ -185,6 +185,8 @@ async def status_text(app, row) -> str:
         from bot.features import simrun
         if (line := await simrun.run_status_line(app, row["id"])) is not None:
             lines.append(line)
+    if (line := await stance.beliefs_line(app.db, row["id"])) is not None:
+        lines.append(line)
     if job is not None and job.state in ("interrupted", "failed", "cancelled", "stopped") and job.resumable:
         lines.append(f"/resume {job.id} continues from the first unfinished step.")
     return "\n".join(lines)

@@ -1,19 +1,23 @@
 """Step 5 of the simulation pipeline ("report"), and the report job of the chat.
 
 ``register()`` adds the step after the run step (once per process); ``make_report`` is shared
-by the step and the chat's report job. Interviews go to the run's agents through the run
+by the step and the chat's report job. Every report has the beliefs per round (chart, replay
+GIF) and the run's quality diagnostics (engine.sim.report.diagnostics). Interviews go to the run's agents through the run
 service (the live environment, or one reopened from the databases), with answers from the
 agents' personas when the run cannot be reached.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from engine.db import Database
 from engine.jobs import JobError, utcnow
 from engine.offload import run_cpu
 from engine.sim import pipeline
+from engine.sim.report import diagnostics
 from engine.sim.report.agent import Progress, ReportResult, write_report
+from engine.sim.report.charts import CHARTS_DIR
 from engine.sim.report.sources import Interviewer, PersonaInterviewer, RunInterviewer, StoreGraph
 from engine.sim.run.step import runs_for
 from engine.sim.report.stats import platforms_of
@@ -35,8 +39,10 @@ async def make_report(db: Database, config, llm, store, sim_id: str, *, intervie
         interviewer = PersonaInterviewer(llm, folder, job, scope)
         if "run" in done:
             interviewer = RunInterviewer(runs_for(db, config, ledger=llm.usage, llm=llm), sim_id, fallback=interviewer)
+    beliefs, quality = await diagnostics.report_section(db, sim_id, folder, Path(folder) / CHARTS_DIR)
     result = await write_report(folder, llm, StoreGraph(store, sim_id), interviewer, config.report,
-                                requirement=spec.requirement, sim_id=sim_id, job=job, scope=scope, progress=progress)
+                                requirement=spec.requirement, sim_id=sim_id, job=job, scope=scope, progress=progress,
+                                extra_charts=beliefs, appendix=[(diagnostics.SECTION_TITLE, quality)])
     await db.execute(
         "INSERT OR REPLACE INTO sim_reports(sim_id, path, title, summary, sections, tool_calls, citations,"
         " unverified, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
