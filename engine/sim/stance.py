@@ -81,6 +81,14 @@ def _comment_text(conn: sqlite3.Connection | None, comment_id) -> str:
     return row[0] or "" if row else ""
 
 
+def _commented_post(conn: sqlite3.Connection | None, comment_id) -> str:
+    """The post a comment answers (oasis logs a comment with its own id only)."""
+    if conn is None or not isinstance(comment_id, int):
+        return ""
+    row = conn.execute("SELECT post_id FROM comment WHERE comment_id = ?", (comment_id,)).fetchone()
+    return _post_text(conn, row[0]) if row else ""
+
+
 def _deed(action: str, info: dict, conn: sqlite3.Connection | None) -> str:
     """One action as the prompt shows it, or '' when it says nothing about a stance."""
     clip = stance_prompt.clip
@@ -90,7 +98,8 @@ def _deed(action: str, info: dict, conn: sqlite3.Connection | None) -> str:
     if action == "quote_post":
         return f'quoted "{clip(_post_text(conn, info.get("post_id")))}" adding: "{clip(own)}"'
     if action == "create_comment" and own:
-        return f'commented on "{clip(_post_text(conn, info.get("post_id")))}": "{clip(own)}"'
+        on = _post_text(conn, info.get("post_id")) or _commented_post(conn, info.get("comment_id"))
+        return f'commented on "{clip(on)}": "{clip(own)}"' if on else f'commented: "{clip(own)}"'
     verb = {"like_post": "liked", "dislike_post": "disliked", "repost": "reposted"}.get(action)
     if verb and (text := _post_text(conn, info.get("post_id"))):
         return f'{verb}: "{clip(text)}"'
