@@ -109,7 +109,7 @@ def convergence_round(splits: list[RoundSplit], threshold: float = CONVERGED) ->
     settled = None
     for before, after in zip(splits, splits[1:]):
         moved = max(abs(a - b) for a, b in zip(shares(before), shares(after)))
-        if moved > threshold:
+        if moved > threshold + 1e-9:   # a share of exactly the threshold is settled
             settled = None
         elif settled is None:
             settled = before.round
