@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 from bot.adapters.console import ConsoleOut, ConsoleReply
-from bot.features.report import post_report
+from bot.features.simulation.report import post_report
 from engine.config import LLMSection
 from engine.db import open_database
 from engine.llm import LLMClient
