@@ -165,7 +165,8 @@ async def test_a_simulation_ending_with_its_report_posts_it_in_its_channel(app, 
 async def test_a_report_with_tracked_beliefs_has_their_section_and_posts_the_replay_last(app, folder,
                                                                                          openai_server):  # noqa: F811
     openai_server.responder = scripted
-    await write_graph(app.db, "sim1", folder, app.services["embedder"])
+    await write_graph(app.db, "sim1", folder, app.embedder)
+    await ran(app, "sim1")
     rows = [("sim1", "twitter", r, a, s, label_of(s)) for r in (1, 2) for a, s in ((0, 0.6), (1, -0.7 + 0.5 * r),
                                                                                    (2, 0.0))]
     await app.db.executemany("INSERT INTO sim_stances(sim_id, platform, round, agent_id, score, label)"
