@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import sqlite3
 from contextlib import asynccontextmanager
@@ -110,13 +111,19 @@ class Database:
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """BEGIN IMMEDIATE .. COMMIT, rolled back on any exception."""
+        """BEGIN IMMEDIATE .. COMMIT, rolled back on any exception.
+
+        A task cancelled while it awaits the BEGIN leaves the statement queued on the
+        connection's thread, where it still runs: the ROLLBACK queued after it ends that
+        transaction, or the connection would refuse every later BEGIN ("cannot start a
+        transaction within a transaction")."""
         async with self._lock:
-            await self.conn.execute("BEGIN IMMEDIATE")
             try:
+                await self.conn.execute("BEGIN IMMEDIATE")
                 yield self.conn
             except BaseException:
-                await self.conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.OperationalError):  # the BEGIN failed: nothing to end
+                    await self.conn.execute("ROLLBACK")
                 raise
             else:
                 await self.conn.execute("COMMIT")

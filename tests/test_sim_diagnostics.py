@@ -90,8 +90,8 @@ async def test_the_split_and_the_status_line_come_from_the_rows(db):
     assert splits == [RoundSplit("reddit", 2, 0, 0, 1, pytest.approx(-0.3)),
                       RoundSplit("twitter", 1, 1, 1, 0, pytest.approx(0.2)),
                       RoundSplit("twitter", 2, 1, 0, 1, pytest.approx(0.15))]
-    assert await stance.beliefs_line(db, "s") == ("beliefs after round 2: reddit 0 for · 0 neutral · 1 against; "
-                                                  "twitter 1 for · 0 neutral · 1 against")
+    assert await stance.beliefs_line(db, "s") == ("beliefs after round 2: twitter 1 for · 0 neutral · 1 against; "
+                                                  "reddit 0 for · 0 neutral · 1 against")
     assert await stance.beliefs_line(db, "nothing") is None
     assert [stance.label_of(x) for x in (0.21, 0.2, -0.2, -0.21)] == ["for", "neutral", "neutral", "against"]
 

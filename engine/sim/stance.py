@@ -32,7 +32,7 @@ from engine.llm.errors import BudgetExceeded, LLMError
 from engine.offload import run_cpu
 from engine.sim import stance_prompt
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
-from engine.sim.report.stats import ACTIONS_LOG, platform_db
+from engine.sim.report.stats import ACTIONS_LOG, PLATFORMS, platform_db
 from engine.sim.run.observers import RoundDone, RoundObserver
 
 log = logging.getLogger(__name__)
@@ -253,11 +253,15 @@ async def skipped_rounds(db: Database, sim_id: str) -> list[tuple[str, int, str]
     return [(r["platform"], r["round"], r["reason"]) for r in rows]
 
 
+def _platform_rank(platform: str) -> int:
+    return PLATFORMS.index(platform) if platform in PLATFORMS else len(PLATFORMS)
+
+
 async def beliefs_line(db: Database, sim_id: str) -> str | None:
     """The latest split per platform for /sim status ('beliefs after round 4: twitter 5 for ·
     2 neutral · 1 against; reddit ...'), with any rounds left unclassified; None when none."""
     latest: dict[str, RoundSplit] = {}
-    for split in await split_by_round(db, sim_id):
+    for split in sorted(await split_by_round(db, sim_id), key=lambda s: (_platform_rank(s.platform), s.round)):
         latest[split.platform] = split
     skipped = await skipped_rounds(db, sim_id)
     if not latest and not skipped:
