@@ -47,7 +47,7 @@ async def measure(server: FakeOpenAI, agents: int, rounds: int, batch: int, work
     try:
         await runs.run(folder.name, folder, progress, job_id="bench", scope="bench")
         active = await db.fetchval("SELECT count(*) FROM sim_stances")
-        classified = await db.fetchval("SELECT count(*) FROM sim_stances WHERE carried = 0")
+        classified = active - await db.fetchval("SELECT count(*) FROM sim_stances_carried")
         used = await llm.job_usage("bench")
     finally:
         await runs.executor.close()

@@ -1,7 +1,6 @@
 -- Beliefs per round (engine/sim/stance.py): after each completed round of a platform, the
 -- stance of every agent active in it towards the requirement's subject. score in [-1, 1];
--- label 'for' (> 0.2), 'against' (< -0.2), else 'neutral'; round is 1-based. carried = 1: the
--- agent only read its feed that round and keeps its last score.
+-- label 'for' (> 0.2), 'against' (< -0.2), else 'neutral'; round is 1-based.
 CREATE TABLE sim_stances (
     sim_id   TEXT NOT NULL,
     platform TEXT NOT NULL,
@@ -9,7 +8,16 @@ CREATE TABLE sim_stances (
     agent_id INTEGER NOT NULL,
     score    REAL NOT NULL,
     label    TEXT NOT NULL,
-    carried  INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (sim_id, platform, round, agent_id)
+);
+
+-- The stances of that table an agent carried over: it acted without content that round (did
+-- nothing, only followed, its step skipped) and keeps its last score (or its persona's prior).
+CREATE TABLE sim_stances_carried (
+    sim_id   TEXT NOT NULL,
+    platform TEXT NOT NULL,
+    round    INTEGER NOT NULL,
+    agent_id INTEGER NOT NULL,
     PRIMARY KEY (sim_id, platform, round, agent_id)
 );
 

@@ -85,7 +85,9 @@ async def test_every_completed_round_has_a_split_per_platform_and_carried_agents
                                                          for r in range(1, ROUNDS + 1)}
     for s in splits:
         assert s.total > 0 and -1.0 <= s.mean <= 1.0
-    rows = await db.fetchall("SELECT * FROM sim_stances WHERE sim_id = ? ORDER BY platform, round, agent_id", (SIM,))
+    rows = await db.fetchall("SELECT s.*, c.agent_id IS NOT NULL AS carried FROM sim_stances s LEFT JOIN"
+                             " sim_stances_carried c USING (sim_id, platform, round, agent_id) WHERE sim_id = ?"
+                             " ORDER BY platform, round, agent_id", (SIM,))
     assert all(-1.0 <= r["score"] <= 1.0 and r["label"] == stance.label_of(r["score"]) for r in rows)
     # only agents who took a step that round: agent 4 is on Twitter only (agent 0 too, but its
     # scheduled first post goes to both platforms)

@@ -8,7 +8,7 @@ After each completed round of a platform, every agent that took a step in it (``
   the LLM from those deeds, its persona's stance as the prior (``stance_prompt``), ``batch``
   agents per structured call, with ``job=``/``scope=`` of the run so usage is counted and capped;
 - an agent that acted without content (did nothing, only followed, its step skipped) keeps its
-  last score on that platform, or its persona prior, marked ``carried``.
+  last score on that platform, or its persona prior, marked carried (``sim_stances_carried``).
 
 Rows go to ``sim_stances`` (1-based rounds; label 'for' above 0.2, 'against' below -0.2, else
 'neutral'), a whole round in one transaction. A round already held is not classified again
@@ -203,15 +203,17 @@ async def classify_round(db: Database, llm, done: RoundDone, batch: int = 20) ->
     if failed:
         raise failed[0]
     scores = {k: v for part in found for k, v in part.items()}
-    rows = [(done.sim_id, done.platform, done.round, a, s, label_of(s), 0) for a, s in scores.items()]
     carried = [a for a, d in deeds.items() if not d]
-    rows += [(done.sim_id, done.platform, done.round, a, prior(a), label_of(prior(a)), 1) for a in carried]
+    scores.update({a: prior(a) for a in carried})
+    key = (done.sim_id, done.platform, done.round)
     async with db.transaction() as conn:
-        await conn.executemany("INSERT OR REPLACE INTO sim_stances(sim_id, platform, round, agent_id, score, label,"
-                               " carried) VALUES (?,?,?,?,?,?,?)", rows)
+        await conn.executemany("INSERT OR REPLACE INTO sim_stances(sim_id, platform, round, agent_id, score, label)"
+                               " VALUES (?,?,?,?,?,?)", [(*key, a, s, label_of(s)) for a, s in scores.items()])
+        await conn.executemany("INSERT OR REPLACE INTO sim_stances_carried(sim_id, platform, round, agent_id)"
+                               " VALUES (?,?,?,?)", [(*key, a) for a in carried])
         await conn.execute("DELETE FROM sim_stance_skips WHERE sim_id=? AND platform=? AND round=?",
                            (done.sim_id, done.platform, done.round))
-    return f"{len(scores)} agents classified, {len(carried)} carried"
+    return f"{len(scores) - len(carried)} agents classified, {len(carried)} carried"
 
 
 async def _skip(db: Database, done: RoundDone, reason: str) -> str:
