@@ -14,6 +14,7 @@ from engine.sim import records
 from engine.sim.context import SimContext
 from engine.sim.pipeline import run_pipeline
 from engine.sim.report.step import step as report_step
+from engine.sim.stance import label_of
 from tests.chat_helpers import Outlet
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.simdata import write_graph
@@ -160,3 +161,24 @@ async def test_a_simulation_ending_with_its_report_posts_it_in_its_channel(app, 
     assert row["summary"].startswith("Commuters push back")
     digest = await build_digest(app, "console:local", "2000-01-01T00:00:00+00:00")
     assert f"(`{job.id}`) done — report: /report sim1" in digest
+
+
+async def test_a_report_with_tracked_beliefs_has_their_section_and_posts_the_replay_last(app, folder,
+                                                                                         openai_server):  # noqa: F811
+    openai_server.responder = scripted
+    await write_graph(app.db, "sim1", folder, app.embedder)
+    await ran(app, "sim1")
+    rows = [("sim1", "twitter", r, a, s, label_of(s)) for r in (1, 2) for a, s in ((0, 0.6), (1, -0.7 + 0.5 * r),
+                                                                                   (2, 0.0))]
+    await app.db.executemany("INSERT INTO sim_stances(sim_id, platform, round, agent_id, score, label)"
+                             " VALUES (?,?,?,?,?,?)", rows)
+    await app.dispatch(said("/report sim1"), app.reply)
+    job = await app.jobs.wait((await app.jobs.list(scope="console:local", kind="report"))[0].id)
+    assert job.state == "done", job.error
+    uploads = [entry[1].name for entry in app.reply.log if entry[0] in ("image", "file")]
+    assert uploads[-3:] == ["top_agents.png", "belief_replay.gif", "report.md"] and "beliefs.png" in uploads
+    text = (folder / "report" / "report.md").read_text(encoding="utf-8")
+    section = text.split("## Beliefs and run quality", 1)[1].split("\n## ", 1)[0]
+    assert "| twitter | 1 | 1 | 2 | 0 |" in section and "| twitter | 2 | 2 | 1 | 0 |" in section
+    assert "Participation:" in section and "**Health:" in section
+    assert "![Belief replay, one frame per round](charts/belief_replay.gif)" in text

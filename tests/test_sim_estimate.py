@@ -76,3 +76,30 @@ async def test_estimates_are_within_30_percent_of_real_runs_of_three_sizes(opena
         assert large[1] > 5 * small[1]
     finally:
         await app.close()
+
+
+def test_estimates_count_the_stance_calls_per_round_in_batches_and_none_when_tracking_is_off(tmp_path):
+    from engine.config import parse_config
+    from engine.documents import Document
+    from engine.sim.estimate import estimate
+    from engine.sim.sizing import Sizes
+
+    docs = [Document(SAMPLE.name, SAMPLE.read_text(encoding="utf-8"))]
+
+    def stance_part(agents: int, rounds: int, **simulation) -> tuple[tuple[int, int], str]:
+        config = parse_config({"bot": {"data_dir": str(tmp_path)}, "simulation": simulation})
+        cost = estimate(config, docs, "What happens next?", Sizes(agents, rounds))
+        assert cost.calls == sum(c for c, _ in cost.steps.values())
+        return cost.steps["stance"], cost.describe()
+
+    (calls, tokens), text = stance_part(20, 24)
+    assert calls > 0 and tokens > calls * 200
+    assert f"(beliefs per round: {calls:,} calls, {tokens:,} tokens)" in text
+    # a day of 24 rounds: at most one call per batch of 20 agents per round and platform
+    assert calls <= 2 * 24
+    smaller, _ = stance_part(20, 24, stance_batch=5)
+    more_agents, _ = stance_part(40, 24)
+    assert smaller[0] > calls and more_agents[1] > tokens
+    assert stance_part(20, 48)[0][0] > calls
+    off, text = stance_part(20, 24, track_stances=False)
+    assert off == (0, 0) and "beliefs" not in text

@@ -9,6 +9,7 @@ import re
 import pytest
 
 from tests.fakes.openai_server import SocialResponder
+from tests.fakes.stance_responder import WithStances
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 from tests.test_simrun_chat import console_bot, until
@@ -39,7 +40,7 @@ def states_shown(out: str, job_id: str) -> list[str]:
 
 
 async def test_states_in_order_running_step_stop_and_counters_after_resume(openai_server, tmp_path, capsys):
-    openai_server.responder = SocialResponder(delay=0.2)   # slow enough to look during a round
+    openai_server.responder = WithStances(SocialResponder(delay=0.2))   # slow enough to look during a round
     app, console = await console_bot(tmp_path, openai_server.base_url, run_idle_s=0)
     runs = app.sims.runs
     try:

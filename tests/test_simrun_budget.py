@@ -104,7 +104,8 @@ async def test_the_channel_is_told_which_cap_stopped_the_run_and_resumes_it_once
     cap = CALLS_PER_ROUND * TOKENS_PER_CALL + TOKENS_PER_CALL
     path = tmp_path / "config.toml"
     path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n'
-                    f'job_budget_tokens = {cap}\n[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 0.5\n')
+                    f'job_budget_tokens = {cap}\n[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 0.5\n'
+                    'track_stances = false\n')  # the cap counts the agents' steps alone (tests/test_stance.py: stances)
     app = await App.create(load_config(path), ["bot.features.core", "bot.features.llm", "bot.features.simulation"])
     app.sims.steps = pipeline.STEPS[:4]  # the job ends with the run
     console = app.adapters.add(Console(app, interactive=False))

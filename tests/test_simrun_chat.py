@@ -17,6 +17,7 @@ from engine.memory.audience import Viewer
 from engine.sim import pipeline
 from engine.sim.run.protocol import ACTIONS_LOG, platform_db
 from tests.fakes.openai_server import Raw, SocialResponder
+from tests.fakes.stance_responder import StanceResponder, WithStances
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 
@@ -64,8 +65,9 @@ async def console_bot(tmp_path, llm_url: str, run_idle_s: float) -> tuple[App, C
 
 
 async def test_run_step_both_platforms_interviews_and_chat_control(openai_server, tmp_path, capsys):
-    # slow enough to ask during a round
-    responder = openai_server.responder = SocialResponder(delay=0.15)
+    # slow enough to ask during a round; the stance of each round's agents is classified too
+    social, stances = SocialResponder(delay=0.15), StanceResponder()
+    responder = openai_server.responder = WithStances(social, stances)
     app, console = await console_bot(tmp_path, openai_server.base_url, run_idle_s=120.0)
     runs = app.sims.runs
     try:
@@ -96,8 +98,10 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
         assert finished.state == "done", finished.error
         run = finished.result["steps"]["run"]
         assert run["rounds"] == 3 and run["twitter actions"] > 0 and run["reddit actions"] > 0
-        # the run's requests are the job's LLM usage: 3 rounds of 7 + 5 agent steps, 1 interview
-        assert finished.result["llm_calls"] == 3 * 7 + 3 * 5 + 1
+        # the run's requests are the job's LLM usage: 3 rounds of 7 + 5 agent steps, 1 interview,
+        # and the stance classification after each round of each platform
+        assert stances.calls >= 6
+        assert finished.result["llm_calls"] == 3 * 7 + 3 * 5 + 1 + stances.calls
         assert "round 3/3" in capsys.readouterr().out  # the progress message followed the run
 
         for platform, steps in (("twitter", 7), ("reddit", 5)):  # agents 0 and 4: Twitter only
@@ -131,6 +135,7 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
         await console.handle_line("/sim status c1")
         status = capsys.readouterr().out
         assert "4. run: done" in status and "run: idle: rounds" in status and "open for interviews" in status
+        assert "beliefs after round 3: twitter " in status and "; reddit " in status
 
         # after the last round the environment is still open: everyone on both platforms
         answers = await runs.interview("c1", None, "How did it go?", None)
@@ -166,7 +171,7 @@ async def test_run_step_both_platforms_interviews_and_chat_control(openai_server
         assert len(rows) == 1 + 10 + 10 + 2 and rows[0]["agent_name"] == "Ben" and rows[-1]["platform"] == "reddit"
         assert all(p.stat().st_size == 0 for p in (folder / "log").iterdir())  # oasis's debug logs tamed
         assert "db_path" in (folder / "run.log").read_text()  # oasis's prints went to the log, not the protocol
-        assert not responder.rejected  # trimmed memories and mid-step interviews kept tool calls whole
+        assert not social.rejected  # trimmed memories and mid-step interviews kept tool calls whole
     finally:
         await app.close()
 

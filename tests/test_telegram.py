@@ -195,3 +195,19 @@ async def test_group_admins_are_recognised_for_commands_that_check_one_action(tg
     await server.wait_for("sendMessage", lambda c: "only a chat administrator may use /forget all" in text_of(c))
     server.push_message(-400, "/forget all", user_id=9)
     await server.wait_for("sendMessage", lambda c: "/forget confirm" in text_of(c) and "deletes" in text_of(c))
+
+
+async def test_an_animated_gif_is_sent_as_an_animation_and_a_png_as_a_photo(tg, tmp_path):
+    from PIL import Image
+
+    app, server, *_ = tg
+    frames = [Image.new("RGB", (8, 8), colour) for colour in ("red", "green")]
+    frames[0].save(tmp_path / "replay.gif", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    frames[0].save(tmp_path / "chart.png")
+    reply = app.reply_to("telegram:55", "55")
+    await reply.upload(tmp_path / "replay.gif", caption="Belief replay", image=True)
+    await reply.upload(tmp_path / "chart.png", caption="A chart", image=True)
+    animation = await server.wait_for("sendAnimation")
+    assert animation.files["animation"][1].startswith(b"GIF") and text_of(animation) == "Belief replay"
+    photo = await server.wait_for("sendPhoto")
+    assert photo.files["photo"][1].startswith(b"\x89PNG")

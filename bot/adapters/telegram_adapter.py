@@ -87,9 +87,12 @@ class TelegramReply(Reply):
             return await self.send(f"{path.name} is {human_size(size)}, more than the "
                                    f"{human_size(self.max_upload)} a bot may upload here. It is kept at {path}.")
         short = caption if len(caption) <= CAPTION_LIMIT - 100 else caption[:CAPTION_LIMIT - 101] + "…"
-        send = self.bot.send_photo if image else self.bot.send_document
+        # an animated GIF goes as an animation: as a photo Telegram would show its first frame only
+        kind = ("animation" if path.suffix.lower() == ".gif" else "photo") if image else "document"
+        send = {"photo": self.bot.send_photo, "animation": self.bot.send_animation,
+                "document": self.bot.send_document}[kind]
         with path.open("rb") as fh:
-            kwargs = {"photo" if image else "document": fh}
+            kwargs = {kind: fh}
             if not image:
                 kwargs["filename"] = path.name
             message = await send(self.chat_id, caption=to_html(short), parse_mode=ParseMode.HTML,

@@ -10,6 +10,9 @@ The counts come from the code the steps run, not from separate numbers:
   is awake in from ``environment.active_hours``, ``schedule.steps_when_active``), for a typical
   persona; each step's prompt grows with the steps the agent remembers
   (``agent_memory_rounds``);
+- stance (with ``track_stances``): per round and platform, one call per ``stance_batch`` of the
+  agents the same schedule makes active, each shown with what it did in its steps
+  (``stance_prompt``); counted within the run step's usage, shown apart in ``describe``;
 - report: an outline, per section a few tool-calling turns, one query split and the agents the
   interview tool asks by default, then a summary.
 
@@ -24,7 +27,7 @@ import math
 from dataclasses import dataclass, field
 
 from engine.config import Config
-from engine.sim import ontology, personas
+from engine.sim import ontology, personas, stance_prompt
 from engine.sim.chunking import chunk_documents
 from engine.sim.environment import EVENTS_SYSTEM, active_hours, time_config
 from engine.sim.graph import extraction_prompt
@@ -54,6 +57,11 @@ REPORT_TURN_TOKENS = 1_000        # system, brief and tool schemas of one report
 REPORT_TOOL_RESULT_TOKENS = 550   # one tool result carried into the next turns
 REPORT_SMALL_CALL_TOKENS = 250    # outline, query split, summary
 INTERVIEW_TOKENS = 300            # an agent's persona and memory, the question and its answer
+# Stance requests (bench/stance_calls.py: about 34 tokens per classified agent, 186 per call)
+STANCE_AGENT_TOKENS = 14          # an agent's header line in a stance request
+STANCE_DEED_TOKENS = 12           # one thing it did, quoted
+STANCE_ANSWER_TOKENS = 8          # its id and score in the answer
+STANCE_SPEAKING_SHARE = 0.7       # of active agents, those whose steps said something (the rest carry)
 
 
 @dataclass
@@ -65,7 +73,10 @@ class Estimate:
 
     def describe(self) -> str:
         cost = f"≈ ${self.usd:.2f}" if self.usd is not None else "cost unknown (no price for the model)"
-        return f"about {self.calls:,} LLM calls and {self.tokens:,} tokens, {cost}"
+        beliefs = ""
+        if (stance := self.steps.get("stance")) and stance[0]:
+            beliefs = f" (beliefs per round: {stance[0]:,} calls, {stance[1]:,} tokens)"
+        return f"about {self.calls:,} LLM calls and {self.tokens:,} tokens{beliefs}, {cost}"
 
 
 def _tokens(text_chars: int) -> int:
@@ -121,6 +132,34 @@ def _run_step(config: Config, agents: int, rounds: int) -> tuple[int, int]:
     return math.ceil(steps), math.ceil(tokens)
 
 
+def _stance_step(config: Config, agents: int, rounds: int, requirement: str) -> tuple[int, int]:
+    """Stance classification after each round: the active agents of the run step's schedule in
+    batches of ``stance_batch`` per platform and round (at least one call for a round in which
+    an agent is likely active)."""
+    sim = config.simulation
+    if not sim.track_stances:
+        return 0, 0
+    time = time_config(sim, rounds)
+    awake = set(active_hours(time.activity_by_hour))
+    per_active = expected_steps_when_active(TYPICAL_POSTS_PER_HOUR, time.minutes_per_round,
+                                            sim.max_steps_per_round)
+    share = agents / len(TYPICAL_ACTIVITY_LEVELS)
+    system = _tokens(len(stance_prompt.SYSTEM) + len(requirement)) + STRUCTURED_OVERHEAD_TOKENS
+    per_agent = (STANCE_AGENT_TOKENS + STANCE_ANSWER_TOKENS
+                 + min(per_active, stance_prompt.DEEDS_PER_AGENT) * STANCE_DEED_TOKENS)
+    calls = tokens = 0.0
+    for round_no in range(TYPICAL_DELAY_ROUNDS, time.rounds):
+        hour = time.hour_of_round(round_no)
+        if hour not in awake:
+            continue
+        active = STANCE_SPEAKING_SHARE * share * sum(activity_chance(level, time.activity_by_hour[hour])
+                                                     for level in TYPICAL_ACTIVITY_LEVELS)
+        batches = max(active / sim.stance_batch, min(1.0, active))
+        calls += 2 * batches                               # two platforms
+        tokens += 2 * (batches * system + active * per_agent)
+    return math.ceil(calls), math.ceil(tokens)
+
+
 def _report_step(config: Config, agents: int) -> tuple[int, int]:
     report = config.report
     sections = math.ceil((2 + report.max_sections) / 2)    # the outline asks for 2..max_sections
@@ -140,6 +179,7 @@ def estimate(config: Config, documents: list, requirement: str, sizes: Sizes) ->
              "graph": _graph_step(config, documents),
              "environment": _environment_step(config, sizes.agents),
              "run": _run_step(config, sizes.agents, sizes.rounds),
+             "stance": _stance_step(config, sizes.agents, sizes.rounds, requirement),
              "report": _report_step(config, sizes.agents)}
     calls = sum(c for c, _ in steps.values())
     tokens = sum(t for _, t in steps.values())

@@ -31,7 +31,7 @@ from engine.jobs import Job, JobContext, JobError, JobRunner
 from engine.llm import LLMClient
 from engine.memory import MemoryEngine
 from engine.offload import run_cpu
-from engine.sim import pipeline, records, sim_memory
+from engine.sim import pipeline, records, sim_memory, stance
 from engine.sim.compare import CompareResult, compare_simulations
 from engine.sim.context import SimSpec
 from engine.sim.export import ExportFiles, export_simulation
@@ -41,6 +41,7 @@ from engine.sim.records import SimListing, SimRecord
 from engine.sim.report.agent import ReportResult
 from engine.sim.report.step import make_report
 from engine.sim.run.service import RunState, SimRuns
+from engine.sim.stance import RoundSplit
 from engine.sim.vectors import TextEmbedder
 from engine.words import plural
 
@@ -106,6 +107,14 @@ class Simulations:
             where = await self.runs.elsewhere(sim_id)
             raise JobError(f"simulation {sim_id} runs in {where}; stop it there." if where
                            else f"simulation {sim_id} is not running.")
+
+    # -- beliefs per round (engine.sim.stance) ------------------------------------------------
+
+    async def beliefs(self, sim_id: str) -> list[RoundSplit]:
+        return await stance.split_by_round(self.db, sim_id)
+
+    async def beliefs_line(self, sim_id: str) -> str | None:
+        return await stance.beliefs_line(self.db, sim_id)
 
     # -- starting ---------------------------------------------------------------------------
 

@@ -4,8 +4,8 @@
 outline, then per section asks for statistics and a deep search, interviews agents, and
 writes text that cites what those tools actually returned (read back from the tool messages).
 ``PipelineResponder`` routes each request: steps 1-3 to ``SimResponder``, the report to
-``ReportWriter``, and everything else (camel-oasis agents and their interviews) to
-``SocialResponder``.
+``ReportWriter``, the stance classification of each round to ``StanceResponder``, and
+everything else (camel-oasis agents and their interviews) to ``SocialResponder``.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import threading
 
 from tests.fakes.openai_server import SocialResponder, completion
 from tests.fakes.sim_responder import SimResponder, kind_of
+from tests.fakes.stance_responder import StanceResponder
 
 
 def _schema_props(body: dict) -> set[str]:
@@ -98,8 +99,11 @@ class PipelineResponder:
         self.sim = SimResponder()
         self.report = ReportWriter()
         self.social = SocialResponder(delay)
+        self.stance = StanceResponder()
 
     def __call__(self, body: dict):
+        if StanceResponder.handles(body):
+            return self.stance(body)
         if ReportWriter.handles(body):
             return self.report(body)
         if kind_of(body) != "chat":

@@ -191,6 +191,11 @@ class FakeTelegram(LocalServer):
     async def _m_sendPhoto(self, params, files):
         return await self._sent_file(params, files, "photo")
 
+    async def _m_sendAnimation(self, params, files):
+        message = await self._sent_file(params, files, "animation")
+        message["animation"] |= {"width": 1, "height": 1, "duration": 1}
+        return message
+
     async def _m_getFile(self, params, files):
         file_id = params["file_id"]
         if file_id not in self.files:

@@ -27,7 +27,7 @@ COMMANDS = [interview, report, compare]
 
 def setup(app) -> None:
     llm = app.services.get("llm")
-    runs = make_runs(app.db, app.config, app.owner, llm.usage if llm is not None else None)
+    runs = make_runs(app.db, app.config, app.owner, llm.usage if llm is not None else None, llm=llm)
     app.sims = sims = Simulations(app.db, app.config, app.jobs, runs, llm, app.embedder,
                                   memory=app.services.get("memory"))
     app.on_start.append(sims.start)

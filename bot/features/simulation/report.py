@@ -1,5 +1,5 @@
 """/report <sim>: the report of a simulation in the channel, as a short summary message, the
-charts as images and the full report.md as a file. A report not yet written is written first,
+charts as images (the animated belief replay after the PNGs) and the full report.md as a file. A report not yet written is written first,
 as a background job (kind "report", engine.sim.simulations) that posts it when done. A
 simulation job that finishes with its report step posts the report too.
 """
@@ -22,7 +22,8 @@ async def post_report(reply: Reply, sim_id: str, folder: Path) -> None:
     out = report_dir(folder)
     summary = (out / "summary.txt").read_text(encoding="utf-8") if (out / "summary.txt").exists() else ""
     await reply.send(f"📊 Report of simulation `{sim_id}`\n{summary}".strip())
-    for chart in sorted((out / "charts").glob("*.png")):
+    charts = out / "charts"
+    for chart in sorted(charts.glob("*.png")) + sorted(charts.glob("*.gif")):  # the belief replay after the PNGs
         await reply.upload(chart, caption=TITLES.get(chart.stem, chart.stem), image=True)
     await reply.upload(out / "report.md", caption=f"Full report of simulation {sim_id}")
 

@@ -203,7 +203,7 @@ class ReportAgent:
         text = text.strip() or sections[0][1]
         return text if len(text) <= self.config.summary_chars else text[: self.config.summary_chars - 1] + "…"
 
-    async def run(self, charts: dict[str, Path], sim_id: str) -> ReportResult:
+    async def run(self, charts: dict[str, Path], sim_id: str, appendix: list[tuple[str, str]] = ()) -> ReportResult:
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / "sections").mkdir(exist_ok=True)
         await self.progress(0.05, "planning the report")
@@ -220,7 +220,7 @@ class ReportAgent:
         summary = await self.summarise(outline, sections)
         cited = list(dict.fromkeys(c for _, body in sections for c in CITATION.findall(body)))
         unverified = [c for c in cited if c not in self.tools.sources]
-        markdown = self.render(outline, sections, summary, charts, cited, sim_id)
+        markdown = self.render(outline, sections, summary, charts, cited, sim_id, appendix)
         path = self.dir / "report.md"
         path.write_text(markdown, encoding="utf-8")
         (self.dir / "summary.txt").write_text(summary, encoding="utf-8")
@@ -233,7 +233,7 @@ class ReportAgent:
         return result
 
     def render(self, outline: Outline, sections: list[tuple[str, str]], summary: str, charts: dict[str, Path],
-               cited: list[str], sim_id: str) -> str:
+               cited: list[str], sim_id: str, appendix: list[tuple[str, str]] = ()) -> str:
         s: SimStats = self.tools.stats
         lines = [f"# {outline.title}", "",
                  f"*Simulation `{sim_id}` · {self._context().splitlines()[1]}*", "",
@@ -254,6 +254,8 @@ class ReportAgent:
             lines.append(skipped_line(s))
             lines.append("")
         lines += timeline(s)
+        for title, body in appendix:   # sections computed, not written by the model (diagnostics)
+            lines += [f"## {title}", "", body.strip(), ""]
         for i, (title, body) in enumerate(sections):
             lines += [f"## {i + 1}. {title}", "", body.strip(), ""]
         if cited:
@@ -307,20 +309,22 @@ def load_sim_config(sim_dir: Path) -> SimulationConfig | None:
 async def write_report(sim_dir: Path | str, llm, graph: GraphSearch, interviewer: Interviewer,
                        config: ReportSection, *, memory: MemoryEngine, requirement: str = "", sim_id: str = "",
                        job: str | None = None, scope: str | None = None,
-                       progress: Progress | None = None) -> ReportResult:
+                       progress: Progress | None = None, extra_charts: dict[str, Path] | None = None,
+                       appendix: list[tuple[str, str]] = ()) -> ReportResult:
     """Step 5: statistics, charts and the written report of a finished (or running) simulation.
     Its post search is ``memory``'s recall over the simulation's scope, which the run is fed into
-    first (engine.sim.report.post_search)."""
+    first (engine.sim.report.post_search); ``extra_charts`` (drawn by the caller) join the
+    charts, ``appendix`` sections (title, Markdown) follow the run at a glance."""
     sim_dir = Path(sim_dir)
     sim_config = load_sim_config(sim_dir)
     requirement = requirement or (sim_config.requirement if sim_config else "")
     sim_id = sim_id or (sim_config.sim_id if sim_config else sim_dir.name)
     stats = await run_cpu(compute_stats, sim_dir)
-    charts = await run_cpu(draw_charts, stats, sim_dir)
+    charts = {**await run_cpu(draw_charts, stats, sim_dir), **(extra_charts or {})}
     roster = await run_cpu(load_roster, sim_dir)
     posts = MemoryPostSearch(memory, sim_id, sim_dir, stats)
     await posts.prepare()
     tools = ReportTools(stats, graph, interviewer, roster, llm, posts=posts, job=job, scope=scope,
                         result_chars=config.tool_result_chars)
     agent = ReportAgent(llm, tools, sim_dir, requirement, config, job=job, scope=scope, progress=progress)
-    return await agent.run(charts, sim_id)
+    return await agent.run(charts, sim_id, appendix)

@@ -29,6 +29,8 @@ TITLES = {
     "action_mix": "Action mix",
     "top_agents": "Most active and engaged agents",
     "interactions": "Who interacted with whom",
+    "beliefs": "Beliefs per round",                  # engine.sim.report.beliefs
+    "belief_replay": "Belief replay, one frame per round",
 }
 
 

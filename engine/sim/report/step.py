@@ -3,10 +3,12 @@
 ``make_report`` is shared by the step and the report job (engine.sim.simulations). It needs a
 finished run. Interviews go to the run's agents through the run service ``runs`` (the live
 environment, or one reopened from the databases), with answers from the agents' personas when
-the run cannot be reached or no run service is given.
+the run cannot be reached or no run service is given. Every report has the beliefs per round
+(chart, replay GIF) and the run's quality diagnostics (engine.sim.report.diagnostics).
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from engine.db import Database
@@ -15,7 +17,9 @@ from engine.memory import MemoryEngine
 from engine.offload import run_cpu
 from engine.sim import records
 from engine.sim.context import SimContext
+from engine.sim.report import diagnostics
 from engine.sim.report.agent import Progress, ReportResult, write_report
+from engine.sim.report.charts import CHARTS_DIR
 from engine.sim.report.sources import Interviewer, PersonaInterviewer, RunInterviewer, StoreGraph
 from engine.sim.report.stats import platforms_of
 from engine.sim.run.service import SimRuns
@@ -36,9 +40,11 @@ async def make_report(db: Database, config, llm, store, runs: SimRuns | None, si
         interviewer = PersonaInterviewer(llm, sim.folder, job, scope)
         if runs is not None:
             interviewer = RunInterviewer(runs, sim_id, fallback=interviewer)
+    beliefs, quality = await diagnostics.report_section(db, sim_id, sim.folder, Path(sim.folder) / CHARTS_DIR)
     result = await write_report(sim.folder, llm, StoreGraph(store, sim_id), interviewer, config.report,
                                 memory=memory, requirement=sim.spec.requirement, sim_id=sim_id, job=job, scope=scope,
-                                progress=progress)
+                                progress=progress, extra_charts=beliefs,
+                                appendix=[(diagnostics.SECTION_TITLE, quality)])
     await records.record_report(db, sim_id, result.path, result.title, result.summary, len(result.sections),
                                 result.tool_calls, len(result.citations), len(result.unverified))
     return result

@@ -11,6 +11,7 @@ from engine.db import Database
 from engine.jobs import JobError
 from engine.llm.usage import UsageLedger
 from engine.owners import ProcessOwner
+from engine.sim import stance
 from engine.sim.context import SimContext
 from engine.sim.run.accounting import RunUsage
 from engine.sim.run.executor import Executor, LocalExecutor
@@ -28,12 +29,18 @@ def settings_from(config: Config) -> RunSettings:
 
 
 def make_runs(db: Database, config: Config, owner: ProcessOwner | None = None, ledger: UsageLedger | None = None,
-              executor: Executor | None = None, observers: list[RoundObserver] | None = None) -> SimRuns:
+              executor: Executor | None = None, observers: list[RoundObserver] | None = None,
+              llm=None) -> SimRuns:
     """The run service of one process (with the process's ``owner`` when given). Runs record
-    their LLM usage in ``ledger``, the shared LLM client's, so its budget checks see it."""
-    llm = LLMTarget(config.llm.base_url, config.llm.model, config.llm.api_key_env, config.llm.timeout_s)
+    their LLM usage in ``ledger``, the shared LLM client's, so its budget checks see it. Given
+    that client (``llm``), the service also tracks beliefs per round (``engine.sim.stance``)
+    unless ``[simulation] track_stances`` is false."""
+    target = LLMTarget(config.llm.base_url, config.llm.model, config.llm.api_key_env, config.llm.timeout_s)
     usage = RunUsage(db, ledger or UsageLedger(config.llm, db), config.llm.model)
-    return SimRuns(db, executor or LocalExecutor(), llm, settings_from(config), owner, usage, observers)
+    observers = list(observers or [])
+    if llm is not None and config.simulation.track_stances:
+        observers.append(stance.observer(db, llm, config.simulation.stance_batch))
+    return SimRuns(db, executor or LocalExecutor(), target, settings_from(config), owner, usage, observers)
 
 
 async def step(ctx: SimContext) -> dict:
