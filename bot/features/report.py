@@ -1,7 +1,9 @@
 """/report <sim>: the report of a simulation in the channel, as a short summary message, the
 charts as images and the full report.md as a file. A report not yet written is written first,
 as a background job (kind "report") that posts it when done. A simulation job that finishes
-with its report step posts the report too.
+with its report step posts the report too. The ids of the messages posted are kept: a reply to
+one of them is a question to the report. ``/report <sim> ask <question>`` asks the report agent
+(bot/features/report_chat.py).
 """
 from __future__ import annotations
 
@@ -9,21 +11,25 @@ import asyncio
 from pathlib import Path
 
 from bot.commands.registry import Arg, CommandContext, UsageError
+from bot.features import report_chat
 from bot.neutral import Reply
 from engine.jobs import DONE, JobError
 from engine.sim import pipeline
+from engine.sim.estimate import report_question
 from engine.sim.report.agent import report_dir
 from engine.sim.report.charts import TITLES
+from engine.sim.report import chat_store
 from engine.sim.report import step as report_step
 
 
-async def post_report(reply: Reply, sim_id: str, folder: Path) -> None:
+async def post_report(db, reply: Reply, scope: str, channel: str, sim_id: str, folder: Path) -> None:
     out = report_dir(folder)
     summary = (out / "summary.txt").read_text(encoding="utf-8") if (out / "summary.txt").exists() else ""
-    await reply.send(f"📊 Report of simulation `{sim_id}`\n{summary}".strip())
+    sent = [await reply.send(f"📊 Report of simulation `{sim_id}`\n{summary}".strip())]
     for chart in sorted((out / "charts").glob("*.png")):
-        await reply.upload(chart, caption=TITLES.get(chart.stem, chart.stem), image=True)
-    await reply.upload(out / "report.md", caption=f"Full report of simulation {sim_id}")
+        sent.append(await reply.upload(chart, caption=TITLES.get(chart.stem, chart.stem), image=True))
+    sent.append(await reply.upload(out / "report.md", caption=f"Full report of simulation {sim_id}"))
+    await chat_store.remember_messages(db, scope, channel, sim_id, [s.message_id for s in sent])
 
 
 async def no_report_reason(app, sim_id: str) -> str | None:
@@ -45,6 +51,7 @@ async def no_report_reason(app, sim_id: str) -> str | None:
 
 def setup(app) -> None:
     report_step.register()
+    report_chat.setup(app)
     reg = app.commands
 
     async def folder_of(sim_id: str, scope: str) -> Path | None:
@@ -60,7 +67,7 @@ def setup(app) -> None:
                                    progress=job.progress)
         reply = app.reply_to(job.job.scope, job.job.channel) if job.job.channel else None
         if reply is not None:
-            await post_report(reply, sim_id, result.path.parent.parent)
+            await post_report(app.db, reply, job.job.scope, job.job.channel, sim_id, result.path.parent.parent)
         return {"sim_id": sim_id, "report": str(result.path), "tool_calls": result.tool_calls}
 
     app.jobs.register("report", write_and_post)
@@ -72,21 +79,31 @@ def setup(app) -> None:
                 and "report" in (job.result or {}).get("steps", {})):
             reply = app.reply_to(job.scope, job.channel)
             if reply is not None:
-                task = asyncio.ensure_future(post_report(reply, job.result["sim_id"], Path(job.result["folder"])))
+                task = asyncio.ensure_future(post_report(app.db, reply, job.scope, job.channel, job.result["sim_id"],
+                                                         Path(job.result["folder"])))
                 app.background.add(task)
                 task.add_done_callback(app.background.discard)
 
     app.jobs.subscribe(post_after_pipeline)
 
-    @reg.command("report", "Post the report of a simulation (writing it first if needed)", [
-        Arg("sim", "simulation id")], group="simulation")
+    calls, tokens = report_question(app.config)
+
+    @reg.command("report", "Post the report of a simulation (writing it first if needed), or ask its "
+                 "report agent a question", [
+        Arg("sim", "simulation id"),
+        Arg("action", "ask: a question to the report agent", type="choice", choices=("ask",), required=False),
+        Arg("question", f"your question (each: about {calls} LLM calls, {tokens:,} tokens)", type="text",
+            required=False)], group="simulation")
     async def report(ctx: CommandContext) -> None:
         sim_id = ctx.args["sim"]
         folder = await folder_of(sim_id, ctx.scope)
         if folder is None:
             raise UsageError(f"no simulation {sim_id} here. /sims lists them.")
+        if ctx.args.get("action") == "ask" or ctx.args.get("question"):
+            await report_chat.ask(app, ctx, sim_id, folder)
+            return
         if (report_dir(folder) / "report.md").exists():
-            await post_report(ctx.reply, sim_id, folder)
+            await post_report(app.db, ctx.reply, ctx.scope, ctx.message.channel, sim_id, folder)
             return
         if "llm" not in app.services:
             raise UsageError("reports need an LLM: set [llm] base_url in config.toml")
