@@ -18,6 +18,7 @@ from engine.sim.report.chat import chat_job
 from tests.chat_helpers import Outlet
 from tests.fakes import telegram_server
 from tests.fakes.discord_server import CHANNEL, GUILD, FakeDiscord
+from tests.fakes.openai_server import Raw
 from tests.fakes.reportchat_responder import PERSONA_ANSWER, ReportChatResponder
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.simdata import sample_simulation, write_environment, write_graph
@@ -185,10 +186,26 @@ async def test_what_cannot_be_answered_is_one_line_and_costs_no_request(app, sim
                                        if a.name == "question")
 
 
+async def test_an_endpoint_without_tool_calling_answers_from_the_report(app, sim, openai_server):  # noqa: F811
+    def no_tools(body):
+        if body.get("tools"):
+            return Raw(400, {"error": {"message": "tools are not supported by this model"}})
+        return "From the report: the council's hike [fact 1] led the engagement [twitter post 1]."
+    openai_server.responder = no_tools
+    reply = RecordingReply()
+    await app.dispatch(said(f"/report sim1 ask {QUESTION}"), reply)
+    # the report's own sources count as verified: nothing is flagged
+    assert reply.log == [("send", "💬 Report agent of `sim1`:\nFrom the report: the council's hike [fact 1] led the "
+                                  "engagement [twitter post 1].")]
+    refused, answered = openai_server.requests
+    assert refused["tools"] and "tools" not in answered
+    assert "The report (report.md):" in answered["messages"][0]["content"]
+
+
 # -- replies to the report on Discord and Telegram ------------------------------------------------
 
 async def report_posted(app: App, messages: int) -> None:
-    """Wait until the bot noted the ids of the report's ``messages`` (after posting the last one)."""
+    """Wait until the bot noted the ids of ``messages`` report messages (once the last is posted)."""
     for _ in range(200):
         if await app.db.fetchval("SELECT count(*) FROM report_messages") == messages:
             return
@@ -224,6 +241,7 @@ async def test_a_reply_to_the_report_on_discord_asks_its_agent(tmp_path, tmp_pat
                                      lambda c: c.content.startswith("💬 Report agent of `sim1`"))
         assert "[agent @bob] said" in answer.content
         # a reply to the answer is a follow-up, with the first exchange in its prompt
+        await report_posted(app, 3)
         posted = next(m for m in fake.messages.values() if m["content"] == answer.content)
         await fake.message("And the union?", reply_to=posted["id"])
         await fake.wait_for("POST", f"/channels/{CHANNEL}/messages",
