@@ -4,8 +4,8 @@ Every adapter hands each incoming message to ``dispatch``: it decides command or
 message, enforces the command's permission rule (bot.permissions) before arguments are parsed
 or files downloaded, and passes plain messages to the listeners (memory ingestion) unless the
 channel opted out. A plain message that replies to one of the bot's messages may also stand for
-a command (``reply_routes``: a reply to a report asks the report agent); it is remembered too. Adapters are kept in ``adapters``, a registry by platform. Features are
-modules with ``setup(app)``.
+a command (``reply_routes``: a reply to a report asks the report agent); it is remembered too.
+Adapters are kept in ``adapters``, a registry by platform. Features are modules with ``setup(app)``.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import asyncio
 import importlib
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from bot.adapters.base import Adapters
 from bot.commands.registry import CommandContext, Registry, UsageError, parse_text_args
@@ -21,8 +21,12 @@ from bot.files import FileRetention
 from bot.neutral import Attachment, Incoming, Reply
 from engine.config import Config
 from engine.db import Database, open_database
+from engine.embedder import Embedder
 from engine.jobs import Job, JobError, JobRunner
 from engine.owners import ProcessOwner
+
+if TYPE_CHECKING:
+    from engine.sim.simulations import Simulations
 
 log = logging.getLogger(__name__)
 
@@ -32,8 +36,6 @@ FEATURES = [
     "bot.features.memory",
     "bot.features.llm",
     "bot.features.simulation",
-    "bot.features.simrun",
-    "bot.features.report",
     "bot.features.digest",
 ]
 
@@ -66,7 +68,10 @@ class App:
         self.on_audiences: list[AudienceHook] = []  # fn(scope, {channel: audience}) when who can read changed
         self.reply_routes: list[ReplyRoute] = []  # plain replies to the bot's messages that are commands
         self.interrupted: list[Job] = []
-        self.services: dict[str, Any] = {}  # engine services features share (memory, llm, sims)
+        self.services: dict[str, Any] = {}  # engine services features share (memory, llm, scheduler)
+        # One embedder per process (the model loads once, on first use): memory's and the simulations'.
+        self.embedder = Embedder.from_config(config.embedder)
+        self.sims: Simulations | None = None  # set by bot.features.simulation
         self.adapters = Adapters()
         self.background: set = set()  # tasks that follow jobs; kept so they are not collected
         self._settings: dict[tuple[str, str, str], str | None] = {}  # (scope, channel, key) -> value

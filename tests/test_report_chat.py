@@ -25,8 +25,7 @@ from tests.simdata import sample_simulation, write_environment, write_graph
 from tests.test_report_command import RecordingReply, said
 
 pytestmark = pytest.mark.timeout(90)
-FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.simrun",
-            "bot.features.report"]
+FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation"]
 QUESTION = "How did commuters react to the fare hike?"
 BUDGET = 1_000_000
 
@@ -34,7 +33,7 @@ BUDGET = 1_000_000
 async def prepare(app: App, folder: Path, scope: str = "console:local", channel: str = "console") -> None:
     """Simulation sim1 of ``scope``: the sample run, its environment, graph and a written report."""
     write_environment(folder)
-    await write_graph(app.db, "sim1", folder, app.services["embedder"])
+    await write_graph(app.db, "sim1", folder, app.embedder)
     await app.db.execute("UPDATE simulations SET scope=?, channel=? WHERE id='sim1'", (scope, channel))
     out = folder / "report"
     out.mkdir()
@@ -163,7 +162,7 @@ async def test_earlier_questions_of_the_channel_and_the_belief_series_reach_the_
 
 async def test_what_cannot_be_answered_is_one_line_and_costs_no_request(app, sim, openai_server, tmp_path):  # noqa: F811
     openai_server.responder = ReportChatResponder()
-    await write_graph(app.db, "sim2", tmp_path / "empty", app.services["embedder"])
+    await write_graph(app.db, "sim2", tmp_path / "empty", app.embedder)
     cases = {
         "/report nosuch ask why?": "⚠ no simulation nosuch here. /sims lists them.",
         "/report sim2 ask why?": "⚠ simulation sim2 has no report yet: /report sim2 writes it; ask once it is posted.",

@@ -33,7 +33,7 @@ from engine.config import Config
 from engine.db import Database
 from engine.offload import run_cpu
 from engine.sim.report import chat_store
-from engine.sim.report.agent import CITATION, load_sim_config, report_dir, run_context
+from engine.sim.report.agent import CITATION, report_dir, run_context
 from engine.sim.report.loop import ToolsRefused, tool_loop
 from engine.sim.report.sources import PersonaInterviewer, RunInterviewer, StoreGraph, load_roster
 from engine.sim.report.stats import compute_stats
@@ -147,7 +147,8 @@ def _read_report(folder: Path, chars: int) -> tuple[str, set[str]]:
 
 
 async def ask_report(db: Database, config: Config, llm, store, runs, sim_id: str, folder: Path | str,
-                     question: str, *, scope: str, channel: str, asked_by: str = "") -> ReportAnswer:
+                     requirement: str, question: str, *, scope: str, channel: str,
+                     asked_by: str = "") -> ReportAnswer:
     """Answer ``question`` about simulation ``sim_id`` (its report written, its run in ``folder``)
     and keep the exchange for the channel's next questions. ``store``: the graph store; ``runs``:
     the run service (interviews of the live agents, from their personas when unreachable)."""
@@ -158,8 +159,6 @@ async def ask_report(db: Database, config: Config, llm, store, runs, sim_id: str
     report, verified = await run_cpu(_read_report, folder, cfg.chat_report_chars)
     stats = await run_cpu(compute_stats, folder)
     roster = await run_cpu(load_roster, folder)
-    sim_config = load_sim_config(folder)
-    requirement = sim_config.requirement if sim_config else ""
     interviewer = RunInterviewer(runs, sim_id, fallback=PersonaInterviewer(llm, folder, job, scope))
     tools = ChatTools(stats, StoreGraph(store, sim_id), interviewer, roster, llm, job=job, scope=scope,
                       result_chars=cfg.tool_result_chars, beliefs=lambda: belief_splits(db, sim_id))
