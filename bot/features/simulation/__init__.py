@@ -1,4 +1,4 @@
-"""The simulation commands: /simulate, /sims, /sim, /interview, /report.
+"""The simulation commands: /simulate, /sims, /sim, /interview, /report (and replies to a report).
 
 ``setup(app)`` builds the process's simulation service once (engine.sim.simulations.Simulations,
 kept as ``app.sims``) with its own run service (``make_runs``), the shared LLM client and the
@@ -12,12 +12,12 @@ at the first unfinished step, the run after its last completed round.
 """
 from __future__ import annotations
 
-from bot.features.simulation import control, interview, report, start, status
+from bot.features.simulation import control, interview, report, reportchat, start, status
 from bot.features.simulation.actions import sim_actions
 from engine.sim.run.step import make_runs
 from engine.sim.simulations import Simulations
 
-HANDLERS = [start, status, control, interview, report]
+HANDLERS = [start, status, control, interview, report, reportchat]
 
 
 def setup(app) -> None:

@@ -15,8 +15,8 @@ from bot.features.simulation import reportchat
 from bot.features.simulation.access import find_sim, simulations
 from bot.neutral import Reply
 from engine.jobs import DONE
-from engine.sim.report.agent import ReportResult, report_dir
 from engine.sim.estimate import report_question
+from engine.sim.report.agent import ReportResult, report_dir
 from engine.sim.report.charts import TITLES
 from engine.sim.simulations import ReportListener
 
@@ -57,7 +57,6 @@ def setup(app) -> None:
 
     app.jobs.subscribe(post_after_pipeline)
 
-    reportchat.setup(app)
     calls, tokens = report_question(app.config)
 
     @app.commands.command("report", "Post the report of a simulation (writing it first if needed), or ask its "
