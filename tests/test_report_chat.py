@@ -14,17 +14,18 @@ from bot.adapters import discord_adapter, telegram_adapter
 from bot.adapters.base import serve
 from bot.app import App
 from engine.config import parse_config
+from engine.sim.estimate import report_question
 from engine.sim.report.chat import chat_job
 from tests.chat_helpers import Outlet
 from tests.fakes import telegram_server
 from tests.fakes.discord_server import CHANNEL, GUILD, FakeDiscord
-from tests.fakes.openai_server import Raw
+from tests.fakes.openai_server import Metered, Raw
 from tests.fakes.reportchat_responder import PERSONA_ANSWER, ReportChatResponder
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.simdata import sample_simulation, write_environment, write_graph
 from tests.test_report_command import RecordingReply, said
 
-pytestmark = pytest.mark.timeout(90)
+pytestmark = pytest.mark.timeout(180)
 FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation"]
 QUESTION = "How did commuters react to the fare hike?"
 BUDGET = 1_000_000
@@ -181,8 +182,25 @@ async def test_what_cannot_be_answered_is_one_line_and_costs_no_request(app, sim
     assert reply.log == [("send", f"⚠ no answer about `sim1`: this job reached its LLM budget ({BUDGET} of "
                                   f"{BUDGET} tokens); raise llm.job_budget_tokens to let it continue")]
     assert openai_server.requests == []
-    assert "about 4 LLM calls" in next(a.description for a in app.commands.get("report").args
-                                       if a.name == "question")
+    calls, tokens = report_question(app.config)   # /help report says what a question costs
+    assert f"about {calls} LLM calls, {tokens:,} tokens" in next(a.description for a in app.commands.get("report").args
+                                                               if a.name == "question")
+
+
+async def test_the_estimate_of_a_question_is_within_30_percent_of_one_asked(app, sim, openai_server):  # noqa: F811
+    report = sim / "report" / "report.md"   # a report as long as the prompt takes, and a full history
+    report.write_text(report.read_text() + "\n## 2. Details\n\n" + "Riders weighed bikes against buses. " * 300)
+    openai_server.responder = Metered(ReportChatResponder())
+    for i in range(app.config.report.chat_history):
+        await app.dispatch(said(f"/report sim1 ask {QUESTION} ({i})"), RecordingReply())
+    before = len(openai_server.requests)
+    ledger = app.services["llm"].usage
+    used = await ledger.for_job(chat_job("sim1"))
+    await app.dispatch(said(f"/report sim1 ask {QUESTION}"), RecordingReply())
+    after = await ledger.for_job(chat_job("sim1"))
+    calls, tokens = report_question(app.config)
+    assert after.calls - used.calls == calls == len(openai_server.requests) - before
+    assert abs((after.tokens - used.tokens) - tokens) <= 0.3 * tokens, (after.tokens - used.tokens, tokens)
 
 
 async def test_an_endpoint_without_tool_calling_answers_from_the_report(app, sim, openai_server):  # noqa: F811

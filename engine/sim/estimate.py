@@ -57,6 +57,7 @@ REPORT_TURN_TOKENS = 1_000        # system, brief and tool schemas of one report
 REPORT_TOOL_RESULT_TOKENS = 550   # one tool result carried into the next turns
 REPORT_SMALL_CALL_TOKENS = 250    # outline, query split, summary
 INTERVIEW_TOKENS = 300            # an agent's persona and memory, the question and its answer
+CHAT_TURNS = 2                    # a question to the report agent: gather with the tools, then answer
 CHAT_EXCHANGE_TOKENS = 350        # an earlier question and answer carried in a report chat prompt
 
 
@@ -139,14 +140,14 @@ def _report_step(config: Config, agents: int) -> tuple[int, int]:
 
 
 def report_question(config: Config) -> tuple[int, int]:
-    """(calls, tokens) of one question to the report agent: its tool turns, each carrying the
-    report and the channel's earlier questions, and one query split."""
+    """(calls, tokens) of one question to the report agent with a full history: its turns, each
+    carrying the report and the channel's earlier questions, and one interview or query split."""
     report = config.report
-    turns = min(REPORT_TURNS, report.chat_max_tool_turns + 1)
+    turns = min(CHAT_TURNS, report.chat_max_tool_turns + 1)
     results = min(REPORT_TOOL_RESULT_TOKENS, _tokens(report.tool_result_chars))
     context = _tokens(report.chat_report_chars) + report.chat_history * CHAT_EXCHANGE_TOKENS
     tokens = sum(REPORT_TURN_TOKENS + context + math.ceil(1.5 * k) * results for k in range(turns))
-    return turns + 1, tokens + REPORT_SMALL_CALL_TOKENS
+    return turns + 1, tokens + INTERVIEW_TOKENS
 
 
 def estimate(config: Config, documents: list, requirement: str, sizes: Sizes) -> Estimate:
