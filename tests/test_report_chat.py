@@ -168,7 +168,7 @@ async def test_what_cannot_be_answered_is_one_line_and_costs_no_request(app, sim
         "/report nosuch ask why?": "⚠ no simulation nosuch here. /sims lists them.",
         "/report sim2 ask why?": "⚠ simulation sim2 has no report yet: /report sim2 writes it; ask once it is posted.",
         "/report sim1 ask": "⚠ ask what? Usage: /report sim1 ask <question…>",
-        "/report sim1 tell me": "⚠ action must be one of ask",
+        "/report sim1 tell me": "⚠ action must be one of ask, export",
         "/report sim1 ask " + "why " * 600: "⚠ the question is 2,399 characters long; ask in at most 2,000.",
     }
     for command, line in cases.items():

@@ -27,7 +27,9 @@ from engine.db import Database
 from engine.jobs import Job, JobContext, JobError, JobRunner
 from engine.llm import LLMClient
 from engine.sim import pipeline, records
+from engine.sim.compare import CompareResult, compare_simulations
 from engine.sim.context import SimSpec
+from engine.sim.export import ExportFiles, export_simulation
 from engine.sim.graphstore import GraphStore
 from engine.sim.records import SimListing, SimRecord
 from engine.sim.report import chat, chat_store
@@ -137,6 +139,17 @@ class Simulations:
     async def report_of_message(self, scope: str, message_id: str) -> str | None:
         """The simulation whose report message ``message_id`` is, or None."""
         return await chat_store.sim_of_message(self.db, scope, message_id)
+
+    # -- exports and comparisons ----------------------------------------------------------------
+
+    async def export(self, sim: SimRecord, out_dir: Path | None = None) -> ExportFiles:
+        return await export_simulation(self.db, sim.id, sim.folder, out_dir or sim.folder / "export")
+
+    async def compare(self, a: SimRecord, b: SimRecord, job: str | None = None, scope: str | None = None,
+                      progress=None) -> CompareResult:
+        return await compare_simulations(self.db, self.llm, (a.id, a.folder), (b.id, b.folder),
+                                         self.config.data_dir / "compare" / f"{a.id}-vs-{b.id}", job=job,
+                                         scope=scope, progress=progress)
 
     # -- jobs and life cycle ------------------------------------------------------------------
 

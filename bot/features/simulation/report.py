@@ -3,7 +3,8 @@ charts as images and the full report.md as a file. A report not yet written is w
 as a background job (kind "report", engine.sim.simulations) that posts it when done. A
 simulation job that finishes with its report step posts the report too. The ids of the messages
 posted are kept: a reply to one of them is a question to the report. ``/report <sim> ask
-<question>`` asks the report agent (bot/features/simulation/reportchat.py).
+<question>`` asks the report agent (bot/features/simulation/reportchat.py), ``/report <sim>
+export`` writes the run's exports (bot/features/simulation/export.py).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.features.simulation import reportchat
 from bot.features.simulation.access import find_sim, simulations
+from bot.features.simulation.export import post_exports
 from bot.neutral import Reply
 from engine.jobs import DONE
 from engine.sim.estimate import report_question
@@ -59,14 +61,18 @@ def setup(app) -> None:
 
     calls, tokens = report_question(app.config)
 
-    @app.commands.command("report", "Post the report of a simulation (writing it first if needed), or ask its "
-                          "report agent a question", [
+    @app.commands.command("report", "Post a simulation's report (writing it first if needed), ask its report "
+                          "agent, or export the run", [
         Arg("sim", "simulation id"),
-        Arg("action", "ask: a question to the report agent", type="choice", choices=("ask",), required=False),
+        Arg("action", "ask: a question to the report agent; export: the trajectory (CSV, JSONL) and transcript",
+            type="choice", choices=("ask", "export"), required=False),
         Arg("question", f"your question (each: about {calls} LLM calls, {tokens:,} tokens)", type="text",
             required=False)], group="simulation")
     async def report(ctx: CommandContext) -> None:
         sim = await find_sim(ctx, ctx.args["sim"])
+        if ctx.args.get("action") == "export":
+            await post_exports(ctx, sim)
+            return
         if ctx.args.get("action") == "ask" or ctx.args.get("question"):
             await reportchat.ask(ctx, sim)
             return
