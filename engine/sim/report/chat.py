@@ -8,7 +8,8 @@ report's messages in the chat) about a simulation whose report is written:
   about this simulation in the same channel (``chat_store``), as earlier turns of the chat;
 - the model gathers evidence with the report agent's tools (graph search, statistics,
   interviews, posts) plus ``belief_series`` (the for / neutral / against split per round and
-  platform, from table ``sim_stances``; "not tracked" when there is none), in at most
+  platform, from table ``sim_stances`` read by ``engine.sim.beliefs``; "not tracked" when there
+  is none), in at most
   ``[report] chat_max_tool_turns`` tool turns of the report agent's own loop (``loop``);
 - the answer cites like the report ([fact 7], [twitter post 12], [agent @name]); a citation that
   no tool returned for this question and that the report does not list among its verified
@@ -32,6 +33,7 @@ from pydantic import BaseModel, Field
 from engine.config import Config
 from engine.db import Database
 from engine.offload import run_cpu
+from engine.sim.beliefs import Beliefs, load_beliefs
 from engine.sim.report import chat_store
 from engine.sim.report.agent import CITATION, report_dir, run_context
 from engine.sim.report.loop import ToolsRefused, tool_loop
@@ -65,37 +67,13 @@ def chat_job(sim_id: str) -> str:
 
 # -- the belief series --------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class RoundSplit:
-    """One platform's round (1-based) of the belief series: agents for, neutral and against, and
-    their mean stance score in [-1, 1] (the contract of engine/sim/stance.py)."""
-    platform: str
-    round: int
-    for_: int
-    neutral: int
-    against: int
-    mean: float
-
-
-async def belief_splits(db: Database, sim_id: str) -> list[RoundSplit]:
-    """The split per platform and round from table ``sim_stances``; [] when nothing was classified
-    (or the table is not there: stance tracking not installed)."""
-    if not await db.fetchval("SELECT 1 FROM sqlite_master WHERE type='table' AND name='sim_stances'"):
-        return []
-    rows = await db.fetchall(
-        "SELECT platform, round, sum(label='for') AS f, sum(label='neutral') AS n, sum(label='against') AS a,"
-        " avg(score) AS mean FROM sim_stances WHERE sim_id=? GROUP BY platform, round ORDER BY platform, round",
-        (sim_id,))
-    return [RoundSplit(r["platform"], r["round"], r["f"], r["n"], r["a"], r["mean"]) for r in rows]
-
-
 class BeliefSeriesArgs(BaseModel):
     """How the agents' stances towards the requirement's subject moved: per round (from 1) and
     platform, how many agents were for, neutral and against, and their mean score in [-1, 1]."""
     platform: Literal["twitter", "reddit", "both"] = Field("both", description="which platform's series")
 
 
-Beliefs = Callable[[], Awaitable[list[RoundSplit]]]
+BeliefLoader = Callable[[], Awaitable[Beliefs]]
 
 
 class ChatTools(ReportTools):
@@ -103,17 +81,19 @@ class ChatTools(ReportTools):
 
     TOOLS = {**TOOLS, "belief_series": BeliefSeriesArgs}
 
-    def __init__(self, *args: Any, beliefs: Beliefs, **kwargs: Any):
+    def __init__(self, *args: Any, beliefs: BeliefLoader, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.beliefs = beliefs
 
     async def belief_series(self, args: BeliefSeriesArgs) -> dict:
-        splits = [s for s in await self.beliefs() if args.platform in ("both", s.platform)]
-        if not splits:
+        found = await self.beliefs()
+        rounds = [{"platform": p, "round": r, "for": split.for_, "neutral": split.neutral, "against": split.against,
+                   "mean": split.mean}
+                  for p in found.platforms() if args.platform in ("both", p)
+                  for r in found.rounds(p) if (split := found.split(p, r)) is not None]
+        if not rounds:
             return {"tracked": False, "note": "not tracked: no agent's stance was classified in this simulation"}
-        return {"tracked": True, "rounds": [
-            {"platform": s.platform, "round": s.round, "for": s.for_, "neutral": s.neutral,
-             "against": s.against, "mean": round(s.mean, 3)} for s in splits]}
+        return {"tracked": True, "rounds": rounds}
 
 
 # -- one question -------------------------------------------------------------------------------
@@ -161,7 +141,7 @@ async def ask_report(db: Database, config: Config, llm, store, runs, sim_id: str
     roster = await run_cpu(load_roster, folder)
     interviewer = RunInterviewer(runs, sim_id, fallback=PersonaInterviewer(llm, folder, job, scope))
     tools = ChatTools(stats, StoreGraph(store, sim_id), interviewer, roster, llm, job=job, scope=scope,
-                      result_chars=cfg.tool_result_chars, beliefs=lambda: belief_splits(db, sim_id))
+                      result_chars=cfg.tool_result_chars, beliefs=lambda: load_beliefs(db, sim_id))
     history = await chat_store.recent(db, sim_id, scope, channel, cfg.chat_history)
     context = f"{run_context(requirement, stats)}\n\nThe report (report.md):\n{report}"
     turns: list[dict[str, Any]] = []
