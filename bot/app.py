@@ -3,8 +3,9 @@
 Every adapter hands each incoming message to ``dispatch``: it decides command or plain
 message, enforces the command's permission rule (bot.permissions) before arguments are parsed
 or files downloaded, and passes plain messages to the listeners (memory ingestion) unless the
-channel opted out. Adapters are kept in ``adapters``, a registry by platform. Features are
-modules with ``setup(app)``.
+channel opted out. A plain message that replies to one of the bot's messages may also stand for
+a command (``reply_routes``: a reply to a report asks the report agent); it is remembered too.
+Adapters are kept in ``adapters``, a registry by platform. Features are modules with ``setup(app)``.
 """
 from __future__ import annotations
 
@@ -46,6 +47,9 @@ SettleHook = Callable[[str | None, str | None], Awaitable[None]]
 Hook = Callable[[], Awaitable[None]]
 ReadyHook = Callable[[str], Awaitable[None]]
 AudienceHook = Callable[[str, dict[str, str]], Awaitable[object]]
+# A plain message that replies to one of the bot's messages, as the command it stands for (a reply
+# to a report is a question to it), or None when it is not one.
+ReplyRoute = Callable[[Incoming], Awaitable[Incoming | None]]
 
 
 class App:
@@ -62,6 +66,7 @@ class App:
         self.on_stop: list[Hook] = []
         self.on_ready: list[ReadyHook] = []  # fn(platform) once an adapter is connected
         self.on_audiences: list[AudienceHook] = []  # fn(scope, {channel: audience}) when who can read changed
+        self.reply_routes: list[ReplyRoute] = []  # plain replies to the bot's messages that are commands
         self.interrupted: list[Job] = []
         self.services: dict[str, Any] = {}  # engine services features share (memory, llm, scheduler)
         # One embedder per process (the model loads once, on first use): memory's and the simulations'.
@@ -195,6 +200,8 @@ class App:
             parsed = self.split_command(msg.text) if msg.conventions.text_commands else None
             if parsed is None:
                 await self._remember(msg)
+                if msg.reply_to:
+                    await self._route_reply(msg, reply)
                 return
             name, rest = parsed
         if not name:
@@ -238,6 +245,21 @@ class App:
             await reply.error(f"/{command.name} failed: {type(err).__name__}. The error was logged.")
         finally:  # the command is over: its downloads go, unless a job or a /confirm needs them
             await self.files.discard(a.path for a in msg.attachments)
+
+    async def _route_reply(self, msg: Incoming, reply: Reply) -> None:
+        """A reply that stands for a command runs as one, in a task of its own (it may wait on an
+        LLM): the adapter goes on handing over the channel's later messages meanwhile."""
+        for route in self.reply_routes:
+            try:
+                command = await route(msg)
+            except Exception:
+                log.exception("reply route failed")
+                continue
+            if command is not None:
+                task = asyncio.ensure_future(self.dispatch(command, reply))
+                self.background.add(task)
+                task.add_done_callback(self.background.discard)
+                return
 
     @staticmethod
     async def _fetch_attachments(args: dict[str, Any], reply: Reply) -> bool:

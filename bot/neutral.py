@@ -60,6 +60,7 @@ class Incoming:
     options: dict[str, Any] | None = None    # that command's arguments, already typed by the platform
     audience: str = ""        # who can read the channel: '' every member of the scope, else a key of its
                               # restricted audience (engine.memory.audience); memory answers respect it
+    reply_to: str = ""        # the id of the message this one replies to, where the platform has replies
 
 
 def human_size(size: int) -> str:
@@ -90,6 +91,8 @@ def split_text(text: str, limit: int) -> list[str]:
 
 class Sent(abc.ABC):
     """A message the bot has posted and can edit later (progress)."""
+
+    message_id: str = ""   # the platform's id of the message ('' where there is none: the console)
 
     @abc.abstractmethod
     async def edit(self, text: str) -> None: ...

@@ -151,6 +151,11 @@ class ReportSection(Section):
     tool_turns: int = Field(6, ge=1, le=30)            # LLM turns per section that may call tools
     tool_result_chars: int = Field(6000, ge=500)       # a tool result is cut to this many characters
     summary_chars: int = Field(800, ge=100, le=1800)   # the short summary posted in chat
+    # Report chat (/report <sim> ask, replies to the report): tool turns per question, the
+    # questions and answers of the channel carried into the prompt, and how much of report.md.
+    chat_max_tool_turns: int = Field(3, ge=1, le=30)
+    chat_history: int = Field(4, ge=0, le=20)
+    chat_report_chars: int = Field(8000, ge=500)
 
 
 class EmbedderSection(Section):

@@ -13,7 +13,9 @@ Messages said while the bot was away are read back from history on every (re)con
 discord.py handles Discord's rate-limit buckets itself.
 Every message and command carries its channel's audience (bot/adapters/discord_audience.py), and
 the audiences of a server's channels are reported again when the bot connects and whenever
-channels, roles or overwrites change.
+channels, roles or overwrites change. A reply (message type reply) carries the id of the
+message it answers (``Incoming.reply_to``), and what the bot posts gives back its message id
+(``Sent.message_id``), so a reply to the bot's report can be a question to it.
 """
 from __future__ import annotations
 
@@ -113,6 +115,7 @@ def build_app_command(command: Command, invoke: Invoke) -> app_commands.Command:
 class DiscordSent(Sent):
     def __init__(self, message: discord.Message | None):
         self.message = message
+        self.message_id = str(message.id) if message is not None else ""
 
     async def edit(self, text: str) -> None:
         if self.message is not None:
@@ -355,7 +358,9 @@ class DiscordAdapter(Adapter):
             message_id=str(message.id), ts=message.created_at, conventions=self.conventions,
             attachments=[Attachment(a.filename, size=a.size, url=a.url, caption=a.description or "")
                          for a in message.attachments],  # names for memory; chat text never takes files
-            audience=audience_of(message.channel) if message.guild else PUBLIC)
+            audience=audience_of(message.channel) if message.guild else PUBLIC,
+            reply_to=str(message.reference.message_id or "")
+            if message.reference and message.type == discord.MessageType.reply else "")
 
     async def is_owner(self, user: discord.abc.User) -> bool:
         if self.cfg.owner_ids:

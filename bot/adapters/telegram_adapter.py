@@ -10,7 +10,10 @@ the command replies to, downloaded only once the command is allowed to run. Bots
 at most 20 MB from the cloud Bot API. Chat administrators and owners are the bot's
 administrators in a group; in a private chat the person is. The Bot API serves one getUpdates
 consumer per bot, so of several bot processes on one database one polls (an engine.claims claim)
-and the others stand by, saying so, and take over when it ends; all of them post.
+and the others stand by, saying so, and take over when it ends; all of them post. A message that
+replies to another carries its id (``Incoming.reply_to``) and what the bot sends gives back its
+message id (``Sent.message_id``), so a reply to the bot's report can be a question to it (in
+privacy mode groups still show the bot replies to its own messages).
 """
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ def to_html(text: str) -> str:
 class TelegramSent(Sent):
     def __init__(self, bot, message: Message, text: str):
         self.bot, self.message, self.text = bot, message, text
+        self.message_id = str(message.message_id)
 
     async def edit(self, text: str) -> None:
         if text == self.text:  # Telegram refuses an edit to identical text
@@ -258,7 +262,8 @@ class TelegramAdapter(Adapter):
         incoming = Incoming(
             platform="telegram", scope=f"telegram:{message.chat.id}", channel=_channel(message.chat.id, thread),
             author_id=str(user.id) if user else "", author_name=user.full_name if user else "",
-            text=text, message_id=str(message.message_id), ts=message.date, conventions=self.conventions)
+            text=text, message_id=str(message.message_id), ts=message.date, conventions=self.conventions,
+            reply_to=str(message.reply_to_message.message_id) if message.reply_to_message else "")
         if parsed is not None and self.app.commands.get(parsed[0]) is not None:
             incoming.is_admin = await self._is_admin(message)
             source = message if message.document else message.reply_to_message

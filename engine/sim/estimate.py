@@ -16,6 +16,9 @@ The counts come from the code the steps run, not from separate numbers:
 - report: an outline, per section a few tool-calling turns, one query split and the agents the
   interview tool asks by default, then a summary.
 
+``report_question`` is what one question to the report agent costs (report chat: not part of a
+simulation's estimate, since it is asked later or never; /report's help shows it).
+
 What the model will write, the size of the ontology it will propose and the personas it will
 invent are unknown before the run: those are the constants below, measured on runs against a
 fake endpoint that reports about 4 characters per token (tests/test_sim_estimate.py checks the
@@ -62,6 +65,8 @@ STANCE_AGENT_TOKENS = 14          # an agent's header line in a stance request
 STANCE_DEED_TOKENS = 12           # one thing it did, quoted
 STANCE_ANSWER_TOKENS = 8          # its id and score in the answer
 STANCE_SPEAKING_SHARE = 0.7       # of active agents, those whose steps said something (the rest carry)
+CHAT_TURNS = 2                    # a question to the report agent: gather with the tools, then answer
+CHAT_EXCHANGE_TOKENS = 350        # an earlier question and answer carried in a report chat prompt
 
 
 @dataclass
@@ -171,6 +176,17 @@ def _report_step(config: Config, agents: int) -> tuple[int, int]:
     per_section += REPORT_SMALL_CALL_TOKENS + interviews * INTERVIEW_TOKENS
     calls = 2 + sections * (turns + 1 + interviews)
     return calls, 2 * REPORT_SMALL_CALL_TOKENS + sections * per_section
+
+
+def report_question(config: Config) -> tuple[int, int]:
+    """(calls, tokens) of one question to the report agent with a full history: its turns, each
+    carrying the report and the channel's earlier questions, and one interview or query split."""
+    report = config.report
+    turns = min(CHAT_TURNS, report.chat_max_tool_turns + 1)
+    results = min(REPORT_TOOL_RESULT_TOKENS, _tokens(report.tool_result_chars))
+    context = _tokens(report.chat_report_chars) + report.chat_history * CHAT_EXCHANGE_TOKENS
+    tokens = sum(REPORT_TURN_TOKENS + context + math.ceil(1.5 * k) * results for k in range(turns))
+    return turns + 1, tokens + INTERVIEW_TOKENS
 
 
 def estimate(config: Config, documents: list, requirement: str, sizes: Sizes) -> Estimate:

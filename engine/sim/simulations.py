@@ -38,6 +38,7 @@ from engine.sim.export import ExportFiles, export_simulation
 from engine.sim.inject import Injected, InjectionState, inject as inject_event, injection_status
 from engine.sim.graphstore import GraphStore
 from engine.sim.records import SimListing, SimRecord
+from engine.sim.report import chat, chat_store
 from engine.sim.report.agent import ReportResult
 from engine.sim.report.step import make_report
 from engine.sim.run.service import RunState, SimRuns
@@ -150,6 +151,21 @@ class Simulations:
             raise JobError("reports need an LLM: set [llm] base_url in config.toml")
         return await make_report(self.db, self.config, self.llm, self.graph, self.runs, sim_id, memory=self.memory,
                                  job=job, scope=scope, progress=progress)
+
+    async def ask_report(self, sim: SimRecord, question: str, *, scope: str, channel: str,
+                         asked_by: str = "") -> chat.ReportAnswer:
+        """A question to the simulation's report agent (report chat), its exchange kept for the channel."""
+        return await chat.ask_report(self.db, self.config, self.llm, self.graph, self.runs, sim.id, sim.folder,
+                                     sim.requirement, question, memory=self.memory, scope=scope, channel=channel,
+                                     asked_by=asked_by)
+
+    async def note_report_messages(self, sim_id: str, scope: str, channel: str, message_ids: list[str]) -> None:
+        """The bot posted these messages about the simulation's report: a reply to one asks it."""
+        await chat_store.remember_messages(self.db, scope, channel, sim_id, message_ids)
+
+    async def report_of_message(self, scope: str, message_id: str) -> str | None:
+        """The simulation whose report message ``message_id`` is, or None."""
+        return await chat_store.sim_of_message(self.db, scope, message_id)
 
     # -- exports and comparisons ----------------------------------------------------------------
 

@@ -190,16 +190,22 @@ class FakeDiscord(LocalServer):
         await self.dispatch("INTERACTION_CREATE", payload)
         return payload
 
-    async def message(self, content: str, author_id: str = "6000", channel: str = CHANNEL) -> dict:
-        """A user's message: kept in the channel's history and sent to the bot over the gateway."""
-        msg = self.missed_message(content, author_id, channel)
+    async def message(self, content: str, author_id: str = "6000", channel: str = CHANNEL,
+                      reply_to: str | None = None) -> dict:
+        """A user's message (``reply_to``: the id of the message it replies to): kept in the
+        channel's history and sent to the bot over the gateway."""
+        msg = self.missed_message(content, author_id, channel, reply_to)
         await self.dispatch("MESSAGE_CREATE", msg)
         return msg
 
-    def missed_message(self, content: str, author_id: str = "6000", channel: str = CHANNEL) -> dict:
+    def missed_message(self, content: str, author_id: str = "6000", channel: str = CHANNEL,
+                       reply_to: str | None = None) -> dict:
         """A user's message the bot never hears of (it was away): only in the channel's history."""
         msg = self.message_payload(channel, content, user(author_id))
         msg["guild_id"] = self.guild_of(channel)
+        if reply_to is not None:   # Discord's reply: message type 19 with a reference
+            msg.update(type=19, message_reference={"message_id": reply_to, "channel_id": channel,
+                                                   "guild_id": msg["guild_id"]})
         msg["member"] = {k: v for k, v in self.member(author_id).items() if k not in ("user", "permissions")}
         self.history.setdefault(channel, []).append(msg)
         return msg

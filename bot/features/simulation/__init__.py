@@ -1,4 +1,4 @@
-"""The simulation commands: /simulate, /sims, /sim, /interview, /report.
+"""The simulation commands: /simulate, /sims, /sim, /interview, /report (and replies to a report).
 
 ``setup(app)`` builds the process's simulation service once (engine.sim.simulations.Simulations,
 kept as ``app.sims``) with its own run service (``make_runs``), the shared LLM client, the
@@ -14,7 +14,7 @@ at the first unfinished step, the run after its last completed round.
 """
 from __future__ import annotations
 
-from bot.features.simulation import compare, control, inject, interview, report, start, status
+from bot.features.simulation import compare, control, inject, interview, report, reportchat, start, status
 from bot.features.simulation.actions import sim_actions
 from engine.sim.run.step import make_runs
 from engine.sim.simulations import Simulations
@@ -22,7 +22,7 @@ from engine.sim.simulations import Simulations
 # The order of /help: /simulate and /sims, then /sim, registered once the modules that add its
 # actions have added them, then the other commands.
 ADD_SIM_ACTIONS = [status, control, inject]
-COMMANDS = [interview, report, compare]
+COMMANDS = [interview, report, reportchat, compare]
 
 
 def setup(app) -> None:

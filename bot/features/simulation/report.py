@@ -1,7 +1,10 @@
 """/report <sim>: the report of a simulation in the channel, as a short summary message, the
 charts as images (the animated belief replay after the PNGs) and the full report.md as a file. A report not yet written is written first,
 as a background job (kind "report", engine.sim.simulations) that posts it when done. A
-simulation job that finishes with its report step posts the report too.
+simulation job that finishes with its report step posts the report too. The ids of the messages
+posted are kept: a reply to one of them is a question to the report. ``/report <sim> ask
+<question>`` asks the report agent (bot/features/simulation/reportchat.py), ``/report <sim>
+export`` writes the run's exports (bot/features/simulation/export.py).
 """
 from __future__ import annotations
 
@@ -9,23 +12,26 @@ import asyncio
 from pathlib import Path
 
 from bot.commands.registry import Arg, CommandContext, UsageError
+from bot.features.simulation import reportchat
 from bot.features.simulation.access import find_sim, simulations
 from bot.features.simulation.export import post_exports
 from bot.neutral import Reply
 from engine.jobs import DONE
+from engine.sim.estimate import report_question
 from engine.sim.report.agent import ReportResult, report_dir
 from engine.sim.report.charts import TITLES
 from engine.sim.simulations import ReportListener
 
 
-async def post_report(reply: Reply, sim_id: str, folder: Path) -> None:
+async def post_report(app, reply: Reply, scope: str, channel: str, sim_id: str, folder: Path) -> None:
     out = report_dir(folder)
     summary = (out / "summary.txt").read_text(encoding="utf-8") if (out / "summary.txt").exists() else ""
-    await reply.send(f"📊 Report of simulation `{sim_id}`\n{summary}".strip())
+    sent = [await reply.send(f"📊 Report of simulation `{sim_id}`\n{summary}".strip())]
     charts = out / "charts"
     for chart in sorted(charts.glob("*.png")) + sorted(charts.glob("*.gif")):  # the belief replay after the PNGs
-        await reply.upload(chart, caption=TITLES.get(chart.stem, chart.stem), image=True)
-    await reply.upload(out / "report.md", caption=f"Full report of simulation {sim_id}")
+        sent.append(await reply.upload(chart, caption=TITLES.get(chart.stem, chart.stem), image=True))
+    sent.append(await reply.upload(out / "report.md", caption=f"Full report of simulation {sim_id}"))
+    await simulations(app).note_report_messages(sim_id, scope, channel, [s.message_id for s in sent])
 
 
 def poster(app) -> ReportListener:
@@ -33,7 +39,7 @@ def poster(app) -> ReportListener:
     async def written(job, sim_id: str, result: ReportResult) -> None:
         reply = app.reply_to(job.job.scope, job.job.channel) if job.job.channel else None
         if reply is not None:
-            await post_report(reply, sim_id, result.path.parent.parent)
+            await post_report(app, reply, job.job.scope, job.job.channel, sim_id, result.path.parent.parent)
     return written
 
 
@@ -47,23 +53,32 @@ def setup(app) -> None:
                 and "report" in (job.result or {}).get("steps", {})):
             reply = app.reply_to(job.scope, job.channel)
             if reply is not None:
-                task = asyncio.ensure_future(post_report(reply, job.result["sim_id"], Path(job.result["folder"])))
+                task = asyncio.ensure_future(post_report(app, reply, job.scope, job.channel, job.result["sim_id"],
+                                                         Path(job.result["folder"])))
                 app.background.add(task)
                 task.add_done_callback(app.background.discard)
 
     app.jobs.subscribe(post_after_pipeline)
 
-    @app.commands.command("report", "Post the report of a simulation (writing it first if needed)", [
+    calls, tokens = report_question(app.config)
+
+    @app.commands.command("report", "Post a simulation's report (writing it first if needed), ask its report "
+                          "agent, or export the run", [
         Arg("sim", "simulation id"),
-        Arg("action", "export: the trajectory (CSV, JSONL) and transcript as files", "choice", required=False,
-            choices=("export",))], group="simulation")
+        Arg("action", "ask: a question to the report agent; export: the trajectory (CSV, JSONL) and transcript",
+            type="choice", choices=("ask", "export"), required=False),
+        Arg("question", f"your question (each: about {calls} LLM calls, {tokens:,} tokens)", type="text",
+            required=False)], group="simulation")
     async def report(ctx: CommandContext) -> None:
         sim = await find_sim(ctx, ctx.args["sim"])
         if ctx.args.get("action") == "export":
             await post_exports(ctx, sim)
             return
+        if ctx.args.get("action") == "ask" or ctx.args.get("question"):
+            await reportchat.ask(ctx, sim)
+            return
         if (report_dir(sim.folder) / "report.md").exists():
-            await post_report(ctx.reply, sim.id, sim.folder)
+            await post_report(app, ctx.reply, ctx.scope, ctx.message.channel, sim.id, sim.folder)
             return
         if sims.llm is None:
             raise UsageError("reports need an LLM: set [llm] base_url in config.toml")

@@ -1,9 +1,10 @@
 """The report agent: plans an outline, then writes each section with native tool calling.
 
 1. Outline: one structured call (2..max_sections sections) for the requirement.
-2. Each section: a bounded loop of chat completions with ``tools=[...]``. While the model asks
-   for tools, they run and their results go back as ``tool`` messages; after ``tool_turns``
-   turns one last request with ``tool_choice="none"`` makes it write from what it gathered.
+2. Each section: a bounded loop of chat completions with ``tools=[...]`` (``loop.tool_loop``,
+   shared with report chat). While the model asks for tools, they run and their results go
+   back as ``tool`` messages; after ``tool_turns`` turns one last request with
+   ``tool_choice="none"`` makes it write from what it gathered.
 3. A short summary for chat, then ``report.md`` with the charts, the sections and their sources.
 
 An endpoint that refuses tool calling (400 on ``tools``) still gets a report: the agent runs
@@ -26,7 +27,7 @@ from pydantic import BaseModel
 
 from engine.config import ReportSection
 from engine.llm.content_checks import ContentChecks
-from engine.llm.errors import InvalidAnswer, RequestRejected
+from engine.llm.errors import InvalidAnswer
 from engine.memory import MemoryEngine
 from engine.offload import run_cpu
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
@@ -34,7 +35,8 @@ from engine.sim.report.charts import TITLES, draw_charts
 from engine.sim.report.post_search import MemoryPostSearch
 from engine.sim.report.sources import GraphSearch, Interviewer, load_roster
 from engine.sim.report.stats import SimStats, compute_stats
-from engine.sim.report.tools import ReportTools, tool_schemas
+from engine.sim.report.loop import ToolsRefused, tool_loop
+from engine.sim.report.tools import ReportTools
 from engine.words import plural
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,12 @@ class ReportResult:
     unverified: list[str] = field(default_factory=list)   # cited, but returned by no tool
 
 
+def run_context(requirement: str, s: SimStats) -> str:
+    """Two lines the agent's prompts start with: the requirement, and the run in figures."""
+    return (f"Requirement: {requirement}\nThe run: {plural(len(s.agents), 'agent')} on {', '.join(s.platforms)}, "
+            f"{plural(s.rounds_done, 'round')}, {plural(s.total_actions, 'action')}.")
+
+
 def report_dir(sim_dir: Path) -> Path:
     return Path(sim_dir) / REPORT_DIR
 
@@ -110,9 +118,7 @@ class ReportAgent:
             await self._progress(self._fraction, message)
 
     def _context(self) -> str:
-        s = self.tools.stats
-        return (f"Requirement: {self.requirement}\nThe run: {plural(len(s.agents), 'agent')} on {', '.join(s.platforms)}, "
-                f"{plural(s.rounds_done, 'round')}, {plural(s.total_actions, 'action')}.")
+        return run_context(self.requirement, self.tools.stats)
 
     async def plan(self) -> Outline:
         path = self.dir / "outline.json"
@@ -149,32 +155,20 @@ class ReportAgent:
             return await self.write_without_tools(outline, index)
         messages: list[dict[str, Any]] = [{"role": "system", "content": WRITER},
                                           {"role": "user", "content": self._brief(outline, index)}]
-        tools = tool_schemas()
-        for turn in range(self.config.tool_turns + 1):
-            final = turn == self.config.tool_turns
-            if final:
-                messages.append({"role": "user", "content": "Write the section now from the evidence gathered."})
-            try:
-                message = await self.llm.complete(messages, tools=tools, tool_choice="none" if final else "auto",
-                                                  job=self.job, scope=self.scope)
-            except RequestRejected as err:
-                if turn or err.status_code not in (400, 422):
-                    raise
-                log.warning("the endpoint refused tool calling (%s); gathering evidence without it", err)
-                self.native_tools = False
-                return await self.write_without_tools(outline, index)
-            text = (message.content or "").strip()
-            if not message.tool_calls or final:
-                if text or final:
-                    return text or "_The writer gave no text for this section._"
-                messages.append({"role": "user", "content": "That was empty: write the section body now."})
-                continue
-            messages.append(message.model_dump(exclude_none=True))
-            for call in message.tool_calls:
-                await self.progress(None, f"section {index + 1}: {call.function.name}")
-                result = await self.tools.call(call.function.name, call.function.arguments)
-                messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
-        raise AssertionError("unreachable: the last turn always returns")
+
+        async def on_call(name: str) -> None:
+            await self.progress(None, f"section {index + 1}: {name}")
+
+        try:
+            text = await tool_loop(self.llm, messages, self.tools, self.config.tool_turns,
+                                   final_prompt="Write the section now from the evidence gathered.",
+                                   empty_prompt="That was empty: write the section body now.",
+                                   job=self.job, scope=self.scope, on_call=on_call)
+        except ToolsRefused as err:
+            log.warning("the endpoint refused tool calling (%s); gathering evidence without it", err)
+            self.native_tools = False
+            return await self.write_without_tools(outline, index)
+        return text or "_The writer gave no text for this section._"
 
     async def write_without_tools(self, outline: Outline, index: int) -> str:
         """The same evidence a tool-calling model would fetch, gathered here and put in the prompt."""

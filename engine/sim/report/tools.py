@@ -90,11 +90,11 @@ def _parameters(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-def tool_schemas() -> list[dict[str, Any]]:
+def tool_schemas(tools: dict[str, type[BaseModel]] = TOOLS) -> list[dict[str, Any]]:
     """The ``tools=[...]`` list of a chat-completion request."""
     return [{"type": "function", "function": {
         "name": name, "description": " ".join((model.__doc__ or "").split()),
-        "parameters": _parameters(model)}} for name, model in TOOLS.items()]
+        "parameters": _parameters(model)}} for name, model in tools.items()]
 
 
 @dataclass
@@ -106,6 +106,9 @@ class ToolCall:
 
 
 class ReportTools:
+    # name -> arguments model; each is a method of the same name. Report chat offers more.
+    TOOLS: dict[str, type[BaseModel]] = TOOLS
+
     def __init__(self, stats: SimStats, graph: GraphSearch, interviewer: Interviewer,
                  roster: list[AgentProfile], llm, *, posts: PostSearch, job: str | None = None,
                  scope: str | None = None, result_chars: int = 6000):
@@ -122,12 +125,15 @@ class ReportTools:
         self.sources: dict[str, str] = {}   # citation -> what it stands for
         self.quotes: list[dict[str, str]] = []
 
+    def schemas(self) -> list[dict[str, Any]]:
+        return tool_schemas(self.TOOLS)
+
     async def call(self, name: str, arguments: str | None) -> str:
         """Run one tool call of the LLM; always returns the text of the tool message."""
         ok, result = False, None
-        model = TOOLS.get(name)
+        model = self.TOOLS.get(name)
         if model is None:
-            result = {"error": f"unknown tool {name!r}; the tools are: {', '.join(TOOLS)}"}
+            result = {"error": f"unknown tool {name!r}; the tools are: {', '.join(self.TOOLS)}"}
         else:
             try:
                 data = json.loads(arguments or "{}")

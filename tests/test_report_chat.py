@@ -1,0 +1,311 @@
+"""Report chat: /report <sim> ask <question> at the console, and replies to the report's messages
+on Discord and Telegram, answered by the report agent through native tool calls against the
+fake OpenAI endpoint, on the sample oasis run (tests/simdata.py) with a hand-written report."""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from bot.adapters import discord_adapter, telegram_adapter
+from bot.adapters.base import serve
+from bot.app import App
+from engine.config import parse_config
+from engine.sim.estimate import report_question
+from engine.sim.report.chat import chat_job
+from tests.chat_helpers import Outlet
+from tests.fakes import telegram_server
+from tests.fakes.discord_server import CHANNEL, GUILD, FakeDiscord
+from tests.fakes.openai_server import Metered, Raw
+from tests.fakes.reportchat_responder import PERSONA_ANSWER, ReportChatResponder
+from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
+from tests.simdata import sample_simulation, write_environment, write_graph
+from tests.test_report_command import RecordingReply, said
+
+pytestmark = pytest.mark.timeout(180)
+FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation"]
+QUESTION = "How did commuters react to the fare hike?"
+BUDGET = 1_000_000
+
+
+async def prepare(app: App, folder: Path, scope: str = "console:local", channel: str = "console") -> None:
+    """Simulation sim1 of ``scope``: the sample run, its environment, graph and a written report."""
+    write_environment(folder)
+    await write_graph(app.db, "sim1", folder, app.embedder)
+    await app.db.execute("UPDATE simulations SET scope=?, channel=? WHERE id='sim1'", (scope, channel))
+    out = folder / "report"
+    out.mkdir()
+    (out / "report.md").write_text(
+        "# Fare hike: how commuters respond\n\n**Requirement:** How will commuters react to the transit fare "
+        "hike?\n\n## Summary\n\nCommuters push back against the hike.\n\n## 1. Reactions\n\nThe council's hike "
+        "[fact 1] led the engagement [twitter post 1]; a later post [twitter post 9] asked for a boycott.\n",
+        encoding="utf-8")
+    (out / "summary.txt").write_text("Commuters push back against the hike.", encoding="utf-8")
+    (out / "report.json").write_text(json.dumps({"citations": ["[fact 1]", "[twitter post 1]", "[twitter post 9]"],
+                                                 "unverified_citations": []}), encoding="utf-8")
+
+
+def stances(rows: list[tuple[str, int, int, float]]) -> list[tuple]:
+    labels = {1: "for", 0: "neutral", -1: "against"}
+    return [("sim1", p, r, a, s, labels[(s > 0.2) - (s < -0.2)]) for p, r, a, s in rows]
+
+
+async def add_stances(app: App, rows: list[tuple]) -> None:
+    """Stances as engineer "stance"'s table holds them (created here only where it is missing)."""
+    await app.db.execute("CREATE TABLE IF NOT EXISTS sim_stances (sim_id TEXT, platform TEXT, round INTEGER,"
+                         " agent_id INTEGER, score REAL, label TEXT, PRIMARY KEY (sim_id, platform, round, agent_id))")
+    await app.db.executemany("INSERT INTO sim_stances(sim_id, platform, round, agent_id, score, label)"
+                             " VALUES (?,?,?,?,?,?)", rows)
+
+
+async def make_app(tmp_path: Path, server, **sections) -> App:
+    """An app with the simulation features and the fake LLM endpoint (no memory: not needed here)."""
+    llm = {"base_url": server.base_url, "model": "m", "retry_max_wait_s": 1, "job_budget_tokens": BUDGET}
+    return await App.create(parse_config({"bot": {"data_dir": str(tmp_path / "data")}, "llm": llm,
+                                          "jobs": {"progress_interval_s": 0}, **sections},
+                                         str(tmp_path / "config.toml")), FEATURES)
+
+
+@pytest.fixture
+async def app(tmp_path, openai_server):  # noqa: F811
+    app = await make_app(tmp_path, openai_server)
+    app.adapters.add(Outlet("console", lambda scope, channel: RecordingReply()))
+    await app.start()
+    yield app
+    await app.close()
+
+
+@pytest.fixture
+async def sim(app, tmp_path_factory, tmp_path):
+    folder = sample_simulation(tmp_path_factory, tmp_path)
+    await prepare(app, folder)
+    return folder
+
+
+def requests_of(server, after: int = 0) -> list[dict]:
+    return [r for r in server.requests[after:] if r["messages"][0]["content"].startswith("You are the report agent")]
+
+
+async def test_a_question_is_answered_with_tool_calls_and_cited_evidence(app, sim, openai_server):  # noqa: F811
+    openai_server.responder = ReportChatResponder()
+    reply = RecordingReply()
+    await app.dispatch(said(f"/report sim1 ask {QUESTION}"), reply)
+    (_, text), = reply.log
+
+    first, last = requests_of(openai_server)
+    # native tool calling with the report agent's tools and the belief series
+    assert first["tool_choice"] == "auto" and last["tool_choice"] == "auto"
+    assert {t["function"]["name"] for t in first["tools"]} == {
+        "insight_forge", "panorama_search", "quick_search", "interview_agents", "simulation_statistics",
+        "belief_series"}
+    # the report itself is the agent's context; the question is the last turn
+    assert "The report (report.md):\n# Fare hike: how commuters respond" in first["messages"][0]["content"]
+    assert "The run: 6 agents on twitter, reddit, 3 rounds" in first["messages"][0]["content"]
+    assert first["messages"][1:] == [{"role": "user", "content": QUESTION}]
+    results = {m["tool_call_id"]: json.loads(m["content"]) for m in last["messages"] if m["role"] == "tool"}
+    assert results["b1"] == {"tracked": False,
+                             "note": "not tracked: no agent's stance was classified in this simulation"}
+    assert any("fare hike" in f["fact"] for f in results["q1"]["facts"])
+    assert results["i1"]["answers"][0]["answer"] == PERSONA_ANSWER   # no live run: answered from the persona
+
+    # the answer cites what the tools returned; a citation neither a tool nor the report gave is flagged
+    fact = results["q1"]["facts"][0]
+    assert text.startswith("💬 Report agent of `sim1`:\n")
+    assert f"{fact['fact']} {fact['cite']}." in text
+    assert "The most engaged post was [twitter post 1]." in text
+    assert "Stances were not tracked in this run." in text
+    assert f"[agent @bob] said: \"{PERSONA_ANSWER}\"" in text
+    assert text.endswith("\n⚠ Unverified: [fact 999] (returned by no tool and not among the report's sources)")
+    row = await app.db.fetchone("SELECT * FROM report_chat")
+    assert (row["sim_id"], row["channel"], row["asked_by"], row["question"]) == ("sim1", "console", "console:u1",
+                                                                                QUESTION)
+    assert row["tool_calls"] == 4 and row["unverified"] == 1
+    # every call is counted against the simulation's chat job and the scope
+    usage = await app.db.fetchone("SELECT sum(calls) AS calls FROM llm_usage WHERE job=? AND scope='console:local'",
+                                  (chat_job("sim1"),))
+    assert usage["calls"] == 3   # two turns of the agent, one persona interview
+
+
+async def test_earlier_questions_of_the_channel_and_the_belief_series_reach_the_agent(app, sim, openai_server):  # noqa: F811
+    await add_stances(app, stances([("twitter", 1, 0, 0.1), ("twitter", 1, 1, -0.6), ("twitter", 2, 0, 0.5),
+                                    ("twitter", 2, 1, -0.7), ("twitter", 2, 2, 0.9), ("reddit", 1, 3, 0.0)]))
+    openai_server.responder = responder = ReportChatResponder()
+    await app.dispatch(said(f"/report sim1 ask {QUESTION}"), RecordingReply())
+    before = len(openai_server.requests)
+    reply = RecordingReply()
+    await app.dispatch(said("/report sim1 ask And the union?"), reply)
+    (_, text), = reply.log
+
+    first = requests_of(openai_server, before)[0]
+    earlier = await app.db.fetchval("SELECT answer FROM report_chat WHERE question=?", (QUESTION,))
+    assert first["messages"][1:] == [{"role": "user", "content": QUESTION},
+                                     {"role": "assistant", "content": earlier},
+                                     {"role": "user", "content": "And the union?"}]
+    assert f"Following up on \"{QUESTION}\":" in text
+    tool = next(json.loads(m["content"]) for r in requests_of(openai_server, before) for m in r["messages"]
+                if m.get("tool_call_id") == "b1")
+    assert tool["rounds"] == [
+        {"platform": "reddit", "round": 1, "for": 0, "neutral": 1, "against": 0, "mean": 0.0},
+        {"platform": "twitter", "round": 1, "for": 0, "neutral": 1, "against": 1, "mean": -0.25},
+        {"platform": "twitter", "round": 2, "for": 2, "neutral": 0, "against": 1, "mean": 0.233}]
+    assert "By round 2 on twitter, 2 agents were for and 1 against." in text
+
+    # another channel has a conversation of its own
+    other = said("/report sim1 ask What next?")
+    other.channel = "elsewhere"
+    await app.dispatch(other, RecordingReply())
+    assert responder.questions[-1] == "What next?"
+    assert requests_of(openai_server)[-1]["messages"][1]["content"] == "What next?"
+
+
+async def test_what_cannot_be_answered_is_one_line_and_costs_no_request(app, sim, openai_server, tmp_path):  # noqa: F811
+    openai_server.responder = ReportChatResponder()
+    await write_graph(app.db, "sim2", tmp_path / "empty", app.embedder)
+    cases = {
+        "/report nosuch ask why?": "⚠ no simulation nosuch here. /sims lists them.",
+        "/report sim2 ask why?": "⚠ simulation sim2 has no report yet: /report sim2 writes it; ask once it is posted.",
+        "/report sim1 ask": "⚠ ask what? Usage: /report sim1 ask <question…>",
+        "/report sim1 tell me": "⚠ action must be one of ask, export",
+        "/report sim1 ask " + "why " * 600: "⚠ the question is 2,399 characters long; ask in at most 2,000.",
+    }
+    for command, line in cases.items():
+        reply = RecordingReply()
+        await app.dispatch(said(command), reply)
+        assert reply.log == [("send", line)], command
+    # a budget reached: one line, before any request
+    await app.services["llm"].usage.record("m", BUDGET, 0, chat_job("sim1"), "console:local")
+    reply = RecordingReply()
+    await app.dispatch(said(f"/report sim1 ask {QUESTION}"), reply)
+    assert reply.log == [("send", f"⚠ no answer about `sim1`: this job reached its LLM budget ({BUDGET} of "
+                                  f"{BUDGET} tokens); raise llm.job_budget_tokens to let it continue")]
+    assert openai_server.requests == []
+    calls, tokens = report_question(app.config)   # /help report says what a question costs
+    assert f"about {calls} LLM calls, {tokens:,} tokens" in next(a.description for a in app.commands.get("report").args
+                                                               if a.name == "question")
+
+
+async def test_the_estimate_of_a_question_is_within_30_percent_of_one_asked(app, sim, openai_server):  # noqa: F811
+    report = sim / "report" / "report.md"   # a report as long as the prompt takes, and a full history
+    report.write_text(report.read_text() + "\n## 2. Details\n\n" + "Riders weighed bikes against buses. " * 300)
+    openai_server.responder = Metered(ReportChatResponder())
+    for i in range(app.config.report.chat_history):
+        await app.dispatch(said(f"/report sim1 ask {QUESTION} ({i})"), RecordingReply())
+    before = len(openai_server.requests)
+    ledger = app.services["llm"].usage
+    used = await ledger.for_job(chat_job("sim1"))
+    await app.dispatch(said(f"/report sim1 ask {QUESTION}"), RecordingReply())
+    after = await ledger.for_job(chat_job("sim1"))
+    calls, tokens = report_question(app.config)
+    assert after.calls - used.calls == calls == len(openai_server.requests) - before
+    assert abs((after.tokens - used.tokens) - tokens) <= 0.3 * tokens, (after.tokens - used.tokens, tokens)
+
+
+async def test_an_endpoint_without_tool_calling_answers_from_the_report(app, sim, openai_server):  # noqa: F811
+    def no_tools(body):
+        if body.get("tools"):
+            return Raw(400, {"error": {"message": "tools are not supported by this model"}})
+        return "From the report: the council's hike [fact 1] led the engagement [twitter post 1]."
+    openai_server.responder = no_tools
+    reply = RecordingReply()
+    await app.dispatch(said(f"/report sim1 ask {QUESTION}"), reply)
+    # the report's own sources count as verified: nothing is flagged
+    assert reply.log == [("send", "💬 Report agent of `sim1`:\nFrom the report: the council's hike [fact 1] led the "
+                                  "engagement [twitter post 1].")]
+    refused, answered = openai_server.requests
+    assert refused["tools"] and "tools" not in answered
+    assert "The report (report.md):" in answered["messages"][0]["content"]
+
+
+# -- replies to the report on Discord and Telegram ------------------------------------------------
+
+async def report_posted(app: App, messages: int) -> None:
+    """Wait until the bot noted the ids of ``messages`` report messages (once the last is posted)."""
+    for _ in range(200):
+        if await app.db.fetchval("SELECT count(*) FROM report_messages") == messages:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("the report's messages were not noted")
+
+
+async def test_a_reply_to_the_report_on_discord_asks_its_agent(tmp_path, tmp_path_factory, monkeypatch,
+                                                              openai_server):  # noqa: F811
+    openai_server.responder = responder = ReportChatResponder()
+    fake = await FakeDiscord().start()
+    monkeypatch.setenv("DISCORD_TEST_TOKEN", "fake-token")
+    app = await make_app(tmp_path, openai_server, discord={
+        "token_env": "DISCORD_TEST_TOKEN", "api_base": fake.api_base, "gateway_url": fake.gateway_url,
+        "message_content": True})
+    await prepare(app, sample_simulation(tmp_path_factory, tmp_path), f"discord:{GUILD}", CHANNEL)
+    await app.start()
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(app.adapters.add(discord_adapter.DiscordAdapter(app)), stop))
+    try:
+        await asyncio.wait_for(fake.identified.wait(), 10)
+        for _ in range(100):  # the adapter knows the server's channels once the guild arrived
+            if app.reply_to(f"discord:{GUILD}", CHANNEL) is not None:
+                break
+            await asyncio.sleep(0.05)
+        await fake.interaction("report", [{"name": "sim", "type": 3, "value": "sim1"}])
+        summary = await fake.wait_for("POST", "/webhooks/", lambda c: c.content.startswith("📊 Report"))
+        await report_posted(app, 2)   # the summary and the file
+        posted = next(m for m in fake.messages.values() if m["content"] == summary.content)
+        await fake.message(QUESTION, reply_to=posted["id"])
+        await fake.wait_for("POST", f"/channels/{CHANNEL}/typing")
+        answer = await fake.wait_for("POST", f"/channels/{CHANNEL}/messages",
+                                     lambda c: c.content.startswith("💬 Report agent of `sim1`"))
+        assert "[agent @bob] said" in answer.content
+        # a reply to the answer is a follow-up, with the first exchange in its prompt
+        await report_posted(app, 3)
+        posted = next(m for m in fake.messages.values() if m["content"] == answer.content)
+        await fake.message("And the union?", reply_to=posted["id"])
+        await fake.wait_for("POST", f"/channels/{CHANNEL}/messages",
+                            lambda c: f"Following up on \"{QUESTION}\"" in c.content)
+        # a reply to anything else asks nothing (messages are handed over in order: once the
+        # next question is answered, the one before it was handled)
+        await fake.message("nice weather", reply_to=fake.next_id())
+        await fake.message("What next?", reply_to=posted["id"])
+        await fake.wait_for("POST", f"/channels/{CHANNEL}/messages", lambda c: sum(
+            x.content.startswith("💬 Report agent") for x in fake.calls) == 3)
+        assert responder.questions == [QUESTION, "And the union?", "What next?"]
+    finally:
+        await app.jobs.shutdown()
+        stop.set()
+        await asyncio.wait_for(task, 15)
+        await app.close()
+        await fake.stop()
+
+
+async def test_a_reply_to_the_report_on_telegram_asks_its_agent(tmp_path, tmp_path_factory, monkeypatch,
+                                                               openai_server):  # noqa: F811
+    openai_server.responder = ReportChatResponder()
+    monkeypatch.setenv("TG_TEST_TOKEN", "123:TEST")
+    server = await telegram_server.FakeTelegram("123:TEST").start()
+    app = await make_app(tmp_path, openai_server, telegram={
+        "token_env": "TG_TEST_TOKEN", "base_url": server.base_url, "base_file_url": server.base_file_url,
+        "poll_timeout_s": 1})
+    chat = -100
+    await prepare(app, sample_simulation(tmp_path_factory, tmp_path), f"telegram:{chat}", str(chat))
+    await app.start()
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(app.adapters.add(telegram_adapter.TelegramAdapter(app)), stop))
+    try:
+        await server.wait_for("setMyCommands")
+        server.push_message(chat, "/report sim1")
+        await report_posted(app, 2)   # the summary and the file
+        summary_id = next(mid for (c, mid), text in server.texts.items() if text.startswith("📊 Report"))
+        replied = {"message_id": summary_id, "date": int(time.time()), "from": telegram_server.BOT_USER,
+                   "chat": {"id": chat, "type": "supergroup", "title": "Group"}, "text": "📊 Report"}
+        server.push_message(chat, QUESTION, reply_to=replied)
+        await server.wait_for("sendChatAction")
+        answer = await server.wait_for("sendMessage", lambda c: "Report agent of" in c.params["text"])
+        assert "[agent @bob] said" in answer.params["text"]
+        assert await app.db.fetchval("SELECT count(*) FROM report_chat WHERE scope=?", (f"telegram:{chat}",)) == 1
+    finally:
+        await app.jobs.shutdown()
+        stop.set()
+        await asyncio.wait_for(task, 20)
+        await app.close()
+        await server.stop()
