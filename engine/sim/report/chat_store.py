@@ -1,4 +1,4 @@
-"""What report chat keeps in the database (migration 0018_report_chat.sql).
+"""What report chat keeps in the database (migration 0019_report_chat.sql).
 
 - ``report_chat``: each question asked to a simulation's report agent in a channel, with its
   answer. ``recent`` gives the last few of a simulation in one channel, oldest first, for the
