@@ -126,6 +126,7 @@ class SimulationSection(Section):
     max_steps_per_round: int = Field(3, ge=1, le=20)   # LLM steps an active agent takes in one round
     follow_density: float = Field(0.2, ge=0.0, le=1.0)  # seeded follow graph, scaled by influence
     run_llm_concurrency: int = Field(64, ge=1, le=512)  # agent requests in flight per platform
+    fork_points_mb: float = Field(512.0, ge=0.0)  # disk for per-round fork points per simulation (0: none)
     # /simulate asks for /confirm when its estimate exceeds this many dollars (0: never), or,
     # for a model without a price, this many tokens (0: never).
     confirm_above_usd: float = Field(1.0, ge=0.0)

@@ -12,11 +12,14 @@ import asyncio
 from pathlib import Path
 
 from bot.commands.registry import Arg, CommandContext, UsageError
+from bot.features import simfork
 from bot.permissions import ADMIN, ByAction, Permission, StarterOrAdmin
 from engine.documents import read_documents
 from engine.jobs import JobError
 from engine.sim import pipeline, sizing
 from engine.sim.estimate import estimate
+from engine.sim.fork import fork_rounds, lineage
+from engine.sim.run.fork_points import describe_rounds
 from engine.sim.graphstore import GraphStore
 from engine.embedder import Embedder
 from engine.words import plural
@@ -114,7 +117,7 @@ def setup(app) -> None:
     @reg.command("sims", "Simulations of this server or chat", group="simulation")
     async def sims(ctx: CommandContext) -> None:
         rows = await app.db.fetchall(
-            "SELECT s.id, s.requirement, s.created_at, j.state, j.progress,"
+            "SELECT s.id, s.requirement, s.created_at, s.parent_id, s.fork_round, s.fork_event, j.state, j.progress,"
             " (SELECT count(*) FROM sim_steps t WHERE t.sim_id = s.id) AS steps"
             " FROM simulations s LEFT JOIN jobs j ON j.id = s.job_id WHERE s.scope=?"
             " ORDER BY s.created_at DESC, s.rowid DESC LIMIT 15", (ctx.scope,))
@@ -122,28 +125,38 @@ def setup(app) -> None:
             await ctx.reply.send("No simulations yet. /simulate <file> <what to predict> starts one.")
             return
         total = len(pipeline.STEPS)
-        lines = [f"`{r['id']}` {r['state'] or 'queued'} · {r['steps']}/{total} steps · "
+        lines = [f"`{r['id']}`{lineage(r)} {r['state'] or 'queued'} · {r['steps']}/{total} steps · "
                  f"{_clip(r['requirement'], 60)}" for r in rows]
         await ctx.reply.send("\n".join(lines))
 
-    @reg.command("sim", "One simulation: its status, or stop or resume its run", [
-        Arg("action", "status, stop (at the end of the round) or resume", type="choice",
-            choices=("status", "stop", "resume")),
-        Arg("id", "simulation id")], group="simulation", permission=ByAction("action", {
-            "stop": sim_starter_or_admin("id", "stop it"), "resume": sim_starter_or_admin("id", "resume it")}))
+    @reg.command("sim", "One simulation: its status, stop or resume its run, or fork it at a round", [
+        Arg("action", "status, stop (at the end of the round), resume or fork", type="choice",
+            choices=("status", "stop", "resume", "fork")),
+        Arg("id", "simulation id"),
+        Arg("from_round", "fork: the completed round whose state the fork starts from", type="int",
+            required=False, option=True),
+        Arg("inject", "fork: an event published at the fork's first round", required=False, option=True),
+        Arg("rounds", "fork: the fork's total rounds (default: the parent's)", type="int", required=False,
+            option=True),
+    ], group="simulation", permission=ByAction("action", {
+            "stop": sim_starter_or_admin("id", "stop it"), "resume": sim_starter_or_admin("id", "resume it"),
+            "fork": sim_starter_or_admin("id", "fork it")}))
     async def sim(ctx: CommandContext) -> None:
         sim_id = ctx.args["id"]
         row = await app.db.fetchone("SELECT * FROM simulations WHERE id=? AND scope=?", (sim_id, ctx.scope))
         if row is None:
             raise UsageError(f"no simulation {sim_id} here. /sims lists them.")
         action = ctx.args["action"]
+        if action != "fork" and (given := [o for o in simfork.FORK_OPTIONS if o in ctx.args]):
+            raise UsageError(f"--{given[0].replace('_', '-')} goes with /sim fork only. Usage: {simfork.USAGE}")
         if action == "status":
             await ctx.reply.send(await status_text(app, row))
             return
         if "sim_runs" not in app.services:
             raise UsageError("simulation runs are not enabled in this bot")
         from bot.features import simrun
-        await (simrun.sim_stop if action == "stop" else simrun.sim_resume)(app, ctx, row)
+        handler = {"stop": simrun.sim_stop, "resume": simrun.sim_resume, "fork": simfork.sim_fork}[action]
+        await handler(app, ctx, row)
 
 
 def _needs_confirmation(config, cost) -> bool:
@@ -160,7 +173,7 @@ def _clip(text: str, n: int) -> str:
 async def status_text(app, row) -> str:
     done = await pipeline.completed_steps(app.db, row["id"])
     job = await app.jobs.get(row["job_id"]) if row["job_id"] else None
-    lines = [f"Simulation `{row['id']}`: {_clip(row['requirement'], 200)}"]
+    lines = [f"Simulation `{row['id']}`{lineage(row)}: {_clip(row['requirement'], 200)}"]
     if job is not None:
         pct = f" {job.progress * 100:.0f}%" if job.progress is not None and not job.finished else ""
         lines.append(f"job `{job.id}`: {job.state}{pct}" + (f" — {job.error}" if job.error else
@@ -185,6 +198,9 @@ async def status_text(app, row) -> str:
         from bot.features import simrun
         if (line := await simrun.run_status_line(app, row["id"])) is not None:
             lines.append(line)
+            if rounds := await fork_rounds(app.db, row["id"]):
+                lines.append(f"can be forked after rounds {describe_rounds(rounds)}: "
+                             f"/sim fork {row['id']} --from-round K")
     if job is not None and job.state in ("interrupted", "failed", "cancelled", "stopped") and job.resumable:
         lines.append(f"/resume {job.id} continues from the first unfinished step.")
     return "\n".join(lines)
