@@ -35,8 +35,10 @@ def log_lines(folder: Path, platform: str) -> list[str]:
 
 
 def posts(db: Path, upto: int | None = None) -> list[tuple]:
+    """Who posted what when (not the like counts, which later rounds change)."""
     with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT * FROM post WHERE post_id <= ? ORDER BY post_id", (upto or 1 << 30,)).fetchall()
+        return conn.execute("SELECT post_id, user_id, original_post_id, content, quote_content, created_at FROM post"
+                            " WHERE post_id <= ? ORDER BY post_id", (upto or 1 << 30,)).fetchall()
 
 
 async def until(predicate, timeout: float = 120.0):
@@ -153,8 +155,8 @@ async def test_fork_while_running_and_after_refusals_and_from_the_cli(openai_ser
             assert says in out and out.strip().count("\n") == 0, (line, out)
         shutil.rmtree(fork_points.point_dir(parent, "twitter", 2))  # as if the disk budget had thinned it out
         await console.handle_line("/sim fork c1 --from-round 2")
-        assert "round 2 of simulation c1 can no longer be forked from" in (out := capsys.readouterr().out) and \
-            "rounds that can: 1, 3, 4." in out
+        out = capsys.readouterr().out
+        assert "round 2 of simulation c1 can no longer be forked from" in out and "rounds that can: 1, 3-4." in out
         count = await app.db.fetchval("SELECT count(*) FROM simulations")
 
         # 3. the finished parent, forked after round 3 from the command line (steps 4-5 run)
