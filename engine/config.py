@@ -235,6 +235,21 @@ class DiscordSection(Section):
     backfill_max_messages: int = Field(1000, ge=0)
     api_base: str = ""                # REST base override (a local fake in tests)
     gateway_url: str = ""             # gateway override (a local fake in tests)
+    # Sharding across processes: 0 = one gateway connection (no shards); else the bot's total
+    # shard count, and the shards this process runs (empty: all of them).
+    shard_count: int = Field(0, ge=0)
+    shard_ids: list[int] = []
+
+    @model_validator(mode="after")
+    def _shards(self) -> "DiscordSection":
+        if self.shard_ids and not self.shard_count:
+            raise ValueError("shard_ids: set shard_count (the bot's total number of shards) as well")
+        if bad := [i for i in self.shard_ids if not 0 <= i < self.shard_count]:
+            raise ValueError(f"shard_ids: shard {bad[0]} does not exist; shards are numbered 0 to "
+                             f"{self.shard_count - 1} when shard_count is {self.shard_count}")
+        if len(set(self.shard_ids)) != len(self.shard_ids):
+            raise ValueError("shard_ids: a shard is listed twice")
+        return self
 
 
 class TelegramSection(Section):

@@ -213,6 +213,15 @@ class InteractionReply(DiscordReply):
 
 # -- the client ------------------------------------------------------------------------------
 
+def make_client(cfg: DiscordSection, intents: discord.Intents) -> discord.Client:
+    """One gateway connection, or the shards ``[discord] shard_ids`` of ``shard_count`` (all of
+    them when none are named): each process of a sharded bot sees only its shards' servers."""
+    if not cfg.shard_count:
+        return discord.Client(intents=intents)
+    return discord.AutoShardedClient(intents=intents, shard_count=cfg.shard_count,
+                                     shard_ids=list(cfg.shard_ids) or None)
+
+
 class DiscordAdapter(Adapter):
     platform = "discord"
 
@@ -228,7 +237,7 @@ class DiscordAdapter(Adapter):
         point_at(self.cfg)
         intents = discord.Intents.default()
         intents.message_content = self.cfg.message_content
-        self.client = discord.Client(intents=intents)
+        self.client = make_client(self.cfg, intents)
         self.tree = app_commands.CommandTree(self.client)
         self.tree.on_error = self.on_tree_error
         for command in app.commands.commands.values():
@@ -279,7 +288,9 @@ class DiscordAdapter(Adapter):
 
     async def on_ready(self) -> None:
         self._ready = True
-        log.info("discord: connected as %s to %d servers", self.client.user, len(self.client.guilds))
+        shards = (f" on shards {', '.join(map(str, sorted(self.client.shards)))} of {self.cfg.shard_count}"
+                  if self.cfg.shard_count else "")
+        log.info("discord: connected as %s to %d servers%s", self.client.user, len(self.client.guilds), shards)
         for guild in self.client.guilds:  # permissions may have changed while the bot was away
             await self.report_audiences(guild)
         if not self._announced:

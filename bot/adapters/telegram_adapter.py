@@ -8,7 +8,9 @@ overall limits; it retries only on 429 flood-waits, when nothing was posted, so 
 posted twice). Attachments: the document sent with the command as caption, or the document
 the command replies to, downloaded only once the command is allowed to run. Bots may download
 at most 20 MB from the cloud Bot API. Chat administrators and owners are the bot's
-administrators in a group; in a private chat the person is.
+administrators in a group; in a private chat the person is. The Bot API serves one getUpdates
+consumer per bot, so of several bot processes on one database one polls (an engine.claims claim)
+and the others stand by, saying so, and take over when it ends; all of them post.
 """
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from bot.adapters.base import Adapter
 from bot.adapters.telegram_inbox import TelegramInbox
 from bot.app import App
 from bot.neutral import Attachment, Conventions, Incoming, Reply, Sent, human_size
+from engine import claims
 from engine.config import Config, secret
 
 log = logging.getLogger(__name__)
@@ -154,9 +157,37 @@ class TelegramAdapter(Adapter):
         inbox = TelegramInbox(self.app.db, self.application.bot, self.on_message,
                               self.is_command, self.app.settled, int(self.cfg.poll_timeout_s),
                               [Update.MESSAGE])
-        log.info("telegram: polling as @%s", self.username)
         await self.app.platform_ready(self.platform)
-        await inbox.run(stop)
+        poller = f"telegram polling of bot {self.application.bot.id}"
+        if not await self._claim_polling(poller, stop):
+            return
+        log.info("telegram: polling as @%s", self.username)
+        try:
+            await inbox.run(stop)
+        finally:
+            await claims.release(self.app.db, self.app.owner, poller)
+
+    async def _claim_polling(self, poller: str, stop: asyncio.Event) -> bool:
+        """Become the one process that polls this bot (the Bot API serves one getUpdates
+        consumer); while another live process does, stand by and say so once. False if the
+        bot stops first. This process still posts into chats meanwhile (its jobs' progress)."""
+        waiting = False
+        while not stop.is_set():
+            holder = await claims.claim(self.app.db, self.app.owner, poller)
+            if holder is None:
+                if waiting:
+                    log.warning("telegram: the process that polled @%s is gone; this one polls it now",
+                                self.username)
+                return True
+            if not waiting:
+                log.warning("telegram: @%s is already polled by %s, and Telegram lets only one process poll a "
+                            "bot; this process stands by and takes over if that one ends", self.username, holder)
+                waiting = True
+            try:
+                await asyncio.wait_for(stop.wait(), self.app.owner.lease_s / 3)
+            except asyncio.TimeoutError:
+                pass
+        return False
 
     async def stop(self) -> None:
         self._connected = False

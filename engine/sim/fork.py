@@ -40,7 +40,8 @@ from engine.config import Config
 from engine.db import Database
 from engine.jobs import JobError
 from engine.sim.envmodels import CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES, SimulationConfig
-from engine.sim.pipeline import SimSpec, sims_dir
+from engine.sim.context import SimSpec
+from engine.sim.records import sims_dir
 from engine.sim.run import fork_points
 from engine.sim.run.protocol import (ACTIONS_LOG, CHECKPOINT, CHECKPOINT_DB, MEMORY_FILE, PLATFORMS, platform_db,
                                      platform_dir)
@@ -282,12 +283,12 @@ async def _register(db: Database, parent, sim_id: str, folder: Path, spec: SimSp
                 (sim_id, parent_id, k))
 
 
-def lineage(row) -> str:
-    """' ⑂ of `a3f2` at round 6 · +event: …' for a fork's simulations row, '' for others."""
-    if not row["parent_id"]:
+def lineage(sim) -> str:
+    """' ⑂ of `a3f2` at round 6 · +event: …' for a fork (a SimRecord or SimListing), '' for others."""
+    if not sim.parent_id:
         return ""
-    text = f" ⑂ of `{row['parent_id']}` at round {row['fork_round']}"
-    if row["fork_event"]:
-        event = row["fork_event"]
+    text = f" ⑂ of `{sim.parent_id}` at round {sim.fork_round}"
+    if sim.fork_event:
+        event = sim.fork_event
         text += f" · +event: {event if len(event) <= 60 else event[:59] + '…'}"
     return text

@@ -12,6 +12,9 @@ permissions with ``update_role`` (GUILD_ROLE_UPDATE), and awaits the bot's REST 
 Users' messages are kept per channel and served by ``GET /channels/{id}/messages``
 (``missed_message`` adds one the bot never hears of); ``drop_connections`` closes the gateway
 and the client's RESUME is answered with RESUMED.
+Shards: ``add_guild`` adds another server (one text channel); an IDENTIFY with ``shard: [id, n]``
+gets READY and GUILD_CREATE for the servers of that shard only ((server id >> 22) % n == id, as
+Discord routes them), and every later event of a server goes to the connection of its shard.
 REST answers carry ``Content-Type: application/json`` exactly: discord.py insists on it.
 """
 from __future__ import annotations
@@ -81,7 +84,10 @@ class FakeDiscord(LocalServer):
         self._seq = itertools.count(1)
         self._sockets: list[web.WebSocketResponse] = []
         self.identified = asyncio.Event()
+        self.guilds: dict[str, str] = {GUILD: "Test Guild"}   # server id -> name
         self.channels: dict[str, dict] = {CHANNEL: self._channel(CHANNEL, "general", [])}
+        self.shards: dict[web.WebSocketResponse, tuple[int, int]] = {}  # connection -> (shard id, shard count)
+        self.identified_shards: list[tuple[int, int]] = []
         self.threads: dict[str, dict] = {}
         self.roles: dict[str, dict] = {r["id"]: r for r in (
             {"id": GUILD, "name": "@everyone", "permissions": str(EVERYONE_PERMS), "position": 0},
@@ -134,11 +140,23 @@ class FakeDiscord(LocalServer):
         self.channels[channel_id] = self._channel(channel_id, name, list(overwrites))
         return channel_id
 
+    def add_guild(self, guild_id: str, name: str = "Other Guild") -> str:
+        """Another server the bot is in, with one text channel (its id is returned); added before
+        the bot connects. Its shard is (guild_id >> 22) % shard count."""
+        self.guilds[guild_id] = name
+        channel_id = self.next_id()
+        self.channels[channel_id] = self._channel(channel_id, "general", [], guild_id)
+        return channel_id
+
+    def guild_of(self, channel: str) -> str:
+        """The server of a channel or thread (the first server for one the fake does not list)."""
+        return (self.channels.get(channel) or self.threads.get(channel) or {}).get("guild_id", GUILD)
+
     def add_thread(self, parent: str, name: str, private: bool = False) -> str:
         """An active thread of ``parent`` (public, or private: only members added read it)."""
         thread_id = self.next_id()
         self.threads[thread_id] = {
-            "id": thread_id, "type": 12 if private else 11, "name": name, "guild_id": GUILD, "parent_id": parent,
+            "id": thread_id, "type": 12 if private else 11, "name": name, "guild_id": self.guild_of(parent), "parent_id": parent,
             "owner_id": "6001", "message_count": 0, "member_count": 1, "rate_limit_per_user": 0, "flags": 0,
             "thread_metadata": {"archived": False, "auto_archive_duration": 1440, "archive_timestamp": now_iso(),
                                 "locked": False}}
@@ -164,10 +182,10 @@ class FakeDiscord(LocalServer):
             data["resolved"] = {"attachments": {a["id"]: a for a in attachments}}
         payload = {
             "id": self.next_id(), "application_id": APP_ID, "type": 2, "token": token, "version": 1,
-            "guild_id": GUILD, "channel_id": channel, "channel": self.channels[channel], "member": member,
-            "app_permissions": str(EVERYONE_PERMS | (1 << 15)), "locale": "en-US", "guild_locale": "en-US",
-            "attachment_size_limit": 10 * 2**20, "entitlements": [], "context": 0,
-            "authorizing_integration_owners": {"0": GUILD}, "data": data,
+            "guild_id": self.guild_of(channel), "channel_id": channel, "channel": self.channels[channel],
+            "member": member, "app_permissions": str(EVERYONE_PERMS | (1 << 15)), "locale": "en-US",
+            "guild_locale": "en-US", "attachment_size_limit": 10 * 2**20, "entitlements": [], "context": 0,
+            "authorizing_integration_owners": {"0": self.guild_of(channel)}, "data": data,
         }
         await self.dispatch("INTERACTION_CREATE", payload)
         return payload
@@ -181,7 +199,7 @@ class FakeDiscord(LocalServer):
     def missed_message(self, content: str, author_id: str = "6000", channel: str = CHANNEL) -> dict:
         """A user's message the bot never hears of (it was away): only in the channel's history."""
         msg = self.message_payload(channel, content, user(author_id))
-        msg["guild_id"] = GUILD
+        msg["guild_id"] = self.guild_of(channel)
         msg["member"] = {k: v for k, v in self.member(author_id).items() if k not in ("user", "permissions")}
         self.history.setdefault(channel, []).append(msg)
         return msg
@@ -206,16 +224,18 @@ class FakeDiscord(LocalServer):
     # -- payloads -------------------------------------------------------------------------
 
     @staticmethod
-    def _channel(channel_id: str, name: str, overwrites: list[dict]) -> dict:
-        return {"id": channel_id, "type": 0, "name": name, "position": 0, "guild_id": GUILD,
+    def _channel(channel_id: str, name: str, overwrites: list[dict], guild: str = GUILD) -> dict:
+        return {"id": channel_id, "type": 0, "name": name, "position": 0, "guild_id": guild,
                 "permission_overwrites": overwrites, "nsfw": False, "parent_id": None}
 
-    def guild_payload(self) -> dict:
+    def guild_payload(self, guild: str = GUILD) -> dict:
+        roles = (list(self.roles.values()) if guild == GUILD else
+                 [{"id": guild, "name": "@everyone", "permissions": str(EVERYONE_PERMS), "position": 0}])
         return {
-            "id": GUILD, "name": "Test Guild", "icon": None, "owner_id": OWNER, "unavailable": False,
-            "member_count": 3, "large": False, "features": [], "emojis": [], "stickers": [],
-            "roles": list(self.roles.values()),
-            "channels": list(self.channels.values()), "threads": list(self.threads.values()), "members": [], "voice_states": [],
+            "id": guild, "name": self.guilds[guild], "icon": None, "owner_id": OWNER, "unavailable": False,
+            "member_count": 3, "large": False, "features": [], "emojis": [], "stickers": [], "roles": roles,
+            "channels": [c for c in self.channels.values() if c["guild_id"] == guild],
+            "threads": [t for t in self.threads.values() if t["guild_id"] == guild], "members": [], "voice_states": [],
             "presences": [], "stage_instances": [], "guild_scheduled_events": [], "soundboard_sounds": [],
             "premium_tier": 0, "preferred_locale": "en-US", "joined_at": now_iso(), "mfa_level": 0,
             "verification_level": 0, "explicit_content_filter": 0, "default_message_notifications": 0,
@@ -231,8 +251,18 @@ class FakeDiscord(LocalServer):
     # -- gateway ---------------------------------------------------------------------------
 
     async def dispatch(self, event: str, data: dict) -> None:
+        """Send an event to the connection(s) of the shard its server belongs to."""
+        guild = data.get("guild_id") or (data["id"] if event == "GUILD_CREATE" else None)
         for ws in list(self._sockets):
-            await ws.send_str(json.dumps({"op": 0, "t": event, "s": next(self._seq), "d": data}))
+            if self._serves(ws, guild):
+                await self._send(ws, event, data)
+
+    async def _send(self, ws: web.WebSocketResponse, event: str, data: dict) -> None:
+        await ws.send_str(json.dumps({"op": 0, "t": event, "s": next(self._seq), "d": data}))
+
+    def _serves(self, ws: web.WebSocketResponse, guild: str | None) -> bool:
+        shard, count = self.shards.get(ws, (0, 1))
+        return shard == 0 if guild is None else (int(guild) >> 22) % count == shard
 
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
@@ -247,19 +277,28 @@ class FakeDiscord(LocalServer):
                 await ws.send_str(json.dumps({"op": 11}))
             elif op == 2:
                 self.identify = payload["d"]
+                shard = tuple(payload["d"].get("shard") or (0, 1))
+                self.shards[ws] = shard
+                self.identified_shards.append(shard)
                 self._sockets.append(ws)
-                await ws.send_str(json.dumps({"op": 0, "t": "READY", "s": next(self._seq), "d": {
-                    "v": 10, "user": BOT_USER, "guilds": [{"id": GUILD, "unavailable": True}],
-                    "session_id": "session-1", "resume_gateway_url": self.gateway_url,
-                    "application": {"id": APP_ID, "flags": 0}, "private_channels": [], "relationships": []}}))
-                await self.dispatch("GUILD_CREATE", self.guild_payload())
+                guilds = [g for g in self.guilds if self._serves(ws, g)]
+                await self._send(ws, "READY", {
+                    "v": 10, "user": BOT_USER, "guilds": [{"id": g, "unavailable": True} for g in guilds],
+                    "session_id": f"session-{shard[0]}-{shard[1]}", "resume_gateway_url": self.gateway_url,
+                    "shard": list(shard), "application": {"id": APP_ID, "flags": 0}, "private_channels": [],
+                    "relationships": []})
+                for guild in guilds:
+                    await self._send(ws, "GUILD_CREATE", self.guild_payload(guild))
                 self.identified.set()
             elif op == 6:  # RESUME: the session goes on (events missed meanwhile are not replayed)
+                shard, count = payload["d"]["session_id"].split("-")[1:]
+                self.shards[ws] = (int(shard), int(count))
                 self._sockets.append(ws)
                 await ws.send_str(json.dumps({"op": 0, "t": "RESUMED", "s": next(self._seq), "d": {}}))
                 self.resumed += 1
         if ws in self._sockets:
             self._sockets.remove(ws)
+        self.shards.pop(ws, None)
         return ws
 
     async def _cdn(self, request: web.Request) -> web.Response:
