@@ -25,7 +25,7 @@ from tests.fakes.report_responder import PipelineResponder
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = pytest.mark.timeout(480)
 FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation"]
 REPO = Path(__file__).resolve().parents[1]
 PLATFORMS = ("twitter", "reddit")
@@ -161,13 +161,13 @@ async def test_fork_while_running_and_after_refusals_and_from_the_cli(openai_ser
         count = await app.db.fetchval("SELECT count(*) FROM simulations")
 
         # 3. the finished parent, forked after round 3 from the command line (steps 4-5 run)
-        openai_server.responder = pipeline = PipelineResponder()
+        openai_server.responder = full = PipelineResponder()
         cli = subprocess.run([sys.executable, "-m", "bot", "--config", str(config), "simulate", "--fork", "c1",
                               "--from-round", "3", "--rounds", "5"], cwd=REPO, capture_output=True, text=True,
                              timeout=180, env={**os.environ, "PYTHONPATH": str(REPO)})
         assert cli.returncode == 0, cli.stderr[-3000:]
         assert "fork of c1 after round 3, runs rounds 4-5" in cli.stderr
-        assert not pipeline.sim.counts, "steps 1-3 asked the LLM"
+        assert not full.sim.counts, "steps 1-3 asked the LLM"
         second = await app.db.fetchone("SELECT * FROM simulations WHERE parent_id='c1' AND fork_round=3")
         assert second is not None and await app.db.fetchval("SELECT count(*) FROM simulations") == count + 1
         for platform in PLATFORMS:
