@@ -1,6 +1,6 @@
 """Forking a simulation at a round (/sim fork, `python -m bot simulate --fork`): the real child
 process, camel-oasis and the openai client against the fake server. One parent run serves every
-check: a fork taken while it runs, refusals, and a fork of the finished parent from the CLI."""
+check: a fork taken while it runs and run to its end, refusals in chat and on the command line."""
 from __future__ import annotations
 
 import asyncio
@@ -17,15 +17,15 @@ import pytest
 from bot.adapters.console import Console
 from bot.app import App
 from engine.config import load_config
+from engine.jobs import JobError
 from engine.sim import pipeline
 from engine.sim.run import fork_points
 from engine.sim.run.protocol import ACTIONS_LOG, platform_db
 from tests.fakes.openai_server import SocialResponder
-from tests.fakes.report_responder import PipelineResponder
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 
-pytestmark = pytest.mark.timeout(480)
+pytestmark = pytest.mark.timeout(300)
 FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation"]
 REPO = Path(__file__).resolve().parents[1]
 PLATFORMS = ("twitter", "reddit")
@@ -66,13 +66,13 @@ async def add_parent(app: App, folder: Path) -> None:
         " 'The council sets the toll.' FROM sim_entities a, sim_entities b WHERE a.name='Council' AND b.name='Toll'")
 
 
-async def test_fork_while_running_and_after_refusals_and_from_the_cli(openai_server, tmp_path, capsys):
+async def test_fork_of_a_running_simulation_and_refusals(openai_server, tmp_path, capsys):
     responder = openai_server.responder = SocialResponder(delay=0.25)  # slow enough to fork mid-run
     config = tmp_path / "config.toml"
     config.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n'
                       f'[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 0.5\n')
     app = await App.create(load_config(config), FEATURES)
-    app.sims.steps = pipeline.STEPS[:4]  # in chat the jobs end with the run (the CLI's fork writes its report)
+    app.sims.steps = pipeline.STEPS[:4]  # the jobs end with the run (the report has tests of its own)
     console = app.adapters.add(Console(app, interactive=False))
     await app.start()
     runs = app.sims.runs
@@ -158,27 +158,38 @@ async def test_fork_while_running_and_after_refusals_and_from_the_cli(openai_ser
         await console.handle_line("/sim fork c1 --from-round 2")
         out = capsys.readouterr().out
         assert "round 2 of simulation c1 can no longer be forked from" in out and "rounds that can: 1, 3-4." in out
-        count = await app.db.fetchval("SELECT count(*) FROM simulations")
-
-        # 3. the finished parent, forked after round 3 from the command line (steps 4-5 run)
-        openai_server.responder = full = PipelineResponder()
-        cli = subprocess.run([sys.executable, "-m", "bot", "--config", str(config), "simulate", "--fork", "c1",
-                              "--from-round", "3", "--rounds", "5"], cwd=REPO, capture_output=True, text=True,
-                             timeout=180, env={**os.environ, "PYTHONPATH": str(REPO)})
-        assert cli.returncode == 0, cli.stderr[-3000:]
-        assert "fork of c1 after round 3, runs rounds 4-5" in cli.stderr
-        assert not full.sim.counts, "steps 1-3 asked the LLM"
-        second = await app.db.fetchone("SELECT * FROM simulations WHERE parent_id='c1' AND fork_round=3")
-        assert second is not None and await app.db.fetchval("SELECT count(*) FROM simulations") == count + 1
+        # 3. the finished parent: its state after round 3, ready to resume (not run here: the fork
+        # above ran from such a state); without fork points, its last round from the checkpoint
+        made = await app.sims.fork("c1", 3, inject="Fog closes the bridge", asked_by="ada")
+        state = await runs.get(made.sim_id)
+        assert (state.status, state.rounds_done, state.rounds_total) == ("stopped", {"twitter": 3, "reddit": 3}, 4)
         for platform in PLATFORMS:
-            events = [json.loads(x) for x in log_lines(Path(second["folder"]), platform)]
-            assert [e["round"] for e in events if e["type"] == "round_end"] == [0, 1, 2, 3, 4]
-        assert (Path(second["folder"]) / "report" / "report.md").exists()
-        bad = subprocess.run([sys.executable, "-m", "bot", "--config", str(config), "simulate", "--fork", "c1",
-                              "--from-round", "7"], cwd=REPO, capture_output=True, text=True, timeout=60,
-                             env={**os.environ, "PYTHONPATH": str(REPO)})
-        assert bad.returncode == 2 and bad.stderr.strip() == (
-            "error: round 7 is not a completed round of simulation c1: fork from round 1 to 4.")
+            point = fork_points.point_dir(parent, platform, 3)
+            mine = Path(made.folder) / platform
+            assert (mine / "checkpoint.db").read_bytes() == (point / f"{platform}.db").read_bytes() == \
+                (mine / f"{platform}.db").read_bytes()
+            assert (mine / "memory.json").read_text() == (point / "memory.json").read_text()
+            assert json.loads((mine / "checkpoint.json").read_text())["rounds_done"] == 3
+            assert (mine / ACTIONS_LOG).read_bytes() == (parent / platform / ACTIONS_LOG).read_bytes()[
+                :fork_points.read_point(parent, platform, 3)["bytes"]]
+            assert state.actions[platform] == fork_points.read_point(parent, platform, 3)["actions"]
+            fork_points.clear(parent, platform)   # as with fork_points_mb = 0
+        assert await app.sims.fork_rounds("c1") == [4]
+        last = await app.sims.fork("c1", 4, rounds=6)
+        assert (await runs.get(last.sim_id)).rounds_done == {"twitter": 4, "reddit": 4}
+        with pytest.raises(JobError, match=r"round 3 of simulation c1 can no longer be forked from .*rounds that can: 4\."):
+            await app.sims.fork("c1", 3)
+
+        # 4. the command line refuses in one line, before anything is made
+        count = await app.db.fetchval("SELECT count(*) FROM simulations")
+        for argv, says in ((["--fork", "c1", "--from-round", "7"],
+                            "error: round 7 is not a completed round of simulation c1: fork from round 1 to 4."),
+                           (["--fork", "c1"], "error: --fork needs --from-round K (the completed round the fork "
+                                              "starts after)")):
+            cli = subprocess.run([sys.executable, "-m", "bot", "--config", str(config), "simulate", *argv], cwd=REPO,
+                                 capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+            assert cli.returncode == 2 and cli.stderr.strip() == says, cli.stderr[-2000:]
+        assert await app.db.fetchval("SELECT count(*) FROM simulations") == count
         assert not responder.rejected
     finally:
         await app.close()
