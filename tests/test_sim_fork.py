@@ -188,7 +188,7 @@ async def test_fork_of_a_running_simulation_and_refusals(openai_server, tmp_path
                                               "starts after)")):
             cli = subprocess.run([sys.executable, "-m", "bot", "--config", str(config), "simulate", *argv], cwd=REPO,
                                  capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
-            assert cli.returncode == 2 and cli.stderr.strip() == says, cli.stderr[-2000:]
+            assert cli.returncode == 2 and cli.stderr.strip().splitlines()[-1] == says, cli.stderr[-2000:]
         assert await app.db.fetchval("SELECT count(*) FROM simulations") == count
         assert not responder.rejected
     finally:
