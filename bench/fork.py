@@ -87,7 +87,7 @@ def _enlarge_db(path: Path, times: int) -> None:
                     break
 
 
-def enlarge(folder: Path, db, real: int, rounds: int) -> None:
+def enlarge(folder: Path, real: int, rounds: int) -> None:
     """Make the parent's state that of ``rounds`` rounds (see the module docstring)."""
     times = max(1, round(rounds / real))
     for p in PLATFORMS:
@@ -121,7 +121,7 @@ async def bench(size: str, real_rounds: int, reps: int, server: FakeOpenAI, tmp:
     run_s = await run_parent(db, folder, server, agents, rounds, real)
     per_round = {p: statistics.mean(s.values()) for p, s in fork_points.sizes(folder).items()}
     if real < rounds:
-        enlarge(folder, db, real, rounds)
+        enlarge(folder, real, rounds)
         await db.execute("UPDATE sim_runs SET rounds_done=? WHERE sim_id=?",
                          (json.dumps({p: rounds for p in PLATFORMS}), folder.name))
     k = rounds - 1

@@ -5,9 +5,9 @@
 It reads ``run_spec.json`` and ``simulation_config.json`` from the folder, speaks JSON lines
 (see ``protocol``) on stdin/stdout, and writes per platform ``<platform>/actions.jsonl``,
 ``<platform>/<platform>.db`` and, after each round, a checkpoint (database copy, agent memories,
-rounds done) from which a later run resumes, and the round's fork point (``fork_points``); ``usage.jsonl`` gets its LLM usage after every
-request, and it stops at the end of the round in which that usage reaches a budget cap given in
-the spec. Libraries print to stdout (oasis prints the database path, camel logs prompts), so
+rounds done) from which a later run resumes and the round's fork point (``fork_points``);
+``usage.jsonl`` gets its LLM usage after every request, and it stops at the end of the round in
+which that usage reaches a budget cap given in the spec. Libraries print to stdout (oasis prints the database path, camel logs prompts), so
 the real stdout is kept for the protocol alone and file descriptor 1 is pointed at stderr, which
 the parent sends to ``run.log``; both pass through a secret mask on the way
 (``masked_output``).
