@@ -27,8 +27,10 @@ from engine.db import Database
 from engine.jobs import Job, JobContext, JobError, JobRunner
 from engine.llm import LLMClient
 from engine.sim import pipeline, records
+from engine.sim.compare import CompareResult, compare_simulations
 from engine.sim.fork import Fork, fork_rounds, fork_simulation
 from engine.sim.context import SimSpec
+from engine.sim.export import ExportFiles, export_simulation
 from engine.sim.graphstore import GraphStore
 from engine.sim.records import SimListing, SimRecord
 from engine.sim.report.agent import ReportResult
@@ -130,6 +132,17 @@ class Simulations:
             raise JobError("reports need an LLM: set [llm] base_url in config.toml")
         return await make_report(self.db, self.config, self.llm, self.graph, self.runs, sim_id, job=job,
                                  scope=scope, progress=progress)
+
+    # -- exports and comparisons ----------------------------------------------------------------
+
+    async def export(self, sim: SimRecord, out_dir: Path | None = None) -> ExportFiles:
+        return await export_simulation(self.db, sim.id, sim.folder, out_dir or sim.folder / "export")
+
+    async def compare(self, a: SimRecord, b: SimRecord, job: str | None = None, scope: str | None = None,
+                      progress=None) -> CompareResult:
+        return await compare_simulations(self.db, self.llm, (a.id, a.folder), (b.id, b.folder),
+                                         self.config.data_dir / "compare" / f"{a.id}-vs-{b.id}", job=job,
+                                         scope=scope, progress=progress)
 
     # -- jobs and life cycle ------------------------------------------------------------------
 

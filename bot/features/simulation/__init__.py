@@ -12,12 +12,12 @@ at the first unfinished step, the run after its last completed round.
 """
 from __future__ import annotations
 
-from bot.features.simulation import control, fork, interview, report, start, status
+from bot.features.simulation import compare, control, fork, interview, report, start, status
 from bot.features.simulation.actions import sim_actions
 from engine.sim.run.step import make_runs
 from engine.sim.simulations import Simulations
 
-HANDLERS = [start, status, control, fork, interview, report]
+HANDLERS = [start, status, control, fork, interview, report, compare]
 
 
 def setup(app) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.features.simulation.access import find_sim, simulations
+from bot.features.simulation.export import post_exports
 from bot.neutral import Reply
 from engine.jobs import DONE
 from engine.sim.report.agent import ReportResult, report_dir
@@ -52,9 +53,14 @@ def setup(app) -> None:
     app.jobs.subscribe(post_after_pipeline)
 
     @app.commands.command("report", "Post the report of a simulation (writing it first if needed)", [
-        Arg("sim", "simulation id")], group="simulation")
+        Arg("sim", "simulation id"),
+        Arg("action", "export: the trajectory (CSV, JSONL) and transcript as files", "choice", required=False,
+            choices=("export",))], group="simulation")
     async def report(ctx: CommandContext) -> None:
         sim = await find_sim(ctx, ctx.args["sim"])
+        if ctx.args.get("action") == "export":
+            await post_exports(ctx, sim)
+            return
         if (report_dir(sim.folder) / "report.md").exists():
             await post_report(ctx.reply, sim.id, sim.folder)
             return
