@@ -25,7 +25,7 @@ from tests.fakes.openai_server import SocialResponder
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(420)
 FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation"]
 REPO = Path(__file__).resolve().parents[1]
 PLATFORMS = ("twitter", "reddit")
@@ -42,7 +42,7 @@ def posts(db: Path, upto: int | None = None) -> list[tuple]:
                             " WHERE post_id <= ? ORDER BY post_id", (upto or 1 << 30,)).fetchall()
 
 
-async def until(predicate, timeout: float = 120.0):
+async def until(predicate, timeout: float = 240.0):
     async with asyncio.timeout(timeout):
         while not await predicate():
             await asyncio.sleep(0.05)
