@@ -237,7 +237,7 @@ async def fork_simulation(db: Database, config: Config, parent_id: str, from_rou
     except BaseException:
         await asyncio.to_thread(shutil.rmtree, child, True)
         raise
-    spec = SimSpec(**json.loads(parent["spec"]))
+    spec = SimSpec(**{"documents": [], "requirement": parent["requirement"], **json.loads(parent["spec"] or "{}")})
     spec.rounds = total
     channel = channel or parent["channel"]
     await _register(db, parent, sim_id, child, spec, k, inject, {s.platform: s.actions for s in sources}, channel)
