@@ -310,12 +310,8 @@ async def build_digest(app: "App", scope: str, since: str, channel: str = "") ->
             lines += _memory_lines(await memory.digest(viewer, datetime.fromisoformat(since)))
         except Exception:
             log.exception("memory digest failed for %s", scope)
-    rows = await app.db.fetchall(
-        "SELECT id FROM jobs WHERE scope=? AND kind='simulation' AND (created_at>=? OR finished_at>=?)"
-        " ORDER BY created_at", (scope, since, since))
     started, finished = [], []
-    for row in rows:
-        job = await app.jobs.get(row["id"])
+    for job in await app.jobs.changed_since(scope, "simulation", since):
         if memory is not None and not viewer.sees(await memory.audience_of(scope, job.channel or "")):
             continue  # started in a channel this one's audience cannot read
         if job.finished_at and job.finished_at >= since:

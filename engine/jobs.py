@@ -285,6 +285,13 @@ class JobRunner:
         sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"; args.append(limit)
         return [Job.from_row(r) for r in await self.db.fetchall(sql, args)]
 
+    async def changed_since(self, scope: str, kind: str, since: str) -> list[Job]:
+        """Jobs of ``kind`` in ``scope`` created or finished at or after ``since``, oldest first."""
+        rows = await self.db.fetchall(
+            "SELECT * FROM jobs WHERE scope=? AND kind=? AND (created_at>=? OR finished_at>=?)"
+            " ORDER BY created_at", (scope, kind, since, since))
+        return [Job.from_row(r) for r in rows]
+
     async def watch(self, job_id: str) -> AsyncIterator[JobEvent]:
         """Yield this job's events until it finishes."""
         queue: asyncio.Queue = asyncio.Queue()

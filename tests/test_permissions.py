@@ -215,7 +215,8 @@ async def test_members_act_on_their_own_jobs_and_administrators_on_all(chat):
         (chat.scope, chat.channel, job.id, str(app.config.data_dir / "sim1")))
     for text, verb in (("/sim stop sim1", "stop it"), ("/sim resume sim1", "resume it"),
                        ("/interview sim1 all why?", "interview its agents"),
-                       ("/sim fork sim1 --from-round 1", "fork it")):
+                       ("/sim fork sim1 --from-round 1", "fork it"),
+                       ("/sim inject sim1 the bridge closes", "inject events into it")):
         refused = await chat.say(BOB, text)
         assert refused.text == f"⚠ only the person who started this simulation or {chat.admins} may {verb}."
     assert await state_of(app, job.id) == "cancelled"
@@ -223,6 +224,7 @@ async def test_members_act_on_their_own_jobs_and_administrators_on_all(chat):
     assert "simulation sim1 has no run yet" in (await chat.say(ALICE, "/sim fork sim1 --from-round 1")).text
     assert "has not reached its run yet" in (await chat.say(ALICE, "/interview sim1 all why?")).text
     assert "has not reached its run yet" in (await chat.say(ROOT, "/interview sim1 all why?")).text
+    assert "has not prepared its environment yet" in (await chat.say(ALICE, "/sim inject sim1 the bridge closes")).text
     status = (await chat.say(BOB, "/sim status sim1")).text  # anyone may look
     assert "sim1" in status and "what next?" in status and "1. ontology: pending" in status
 

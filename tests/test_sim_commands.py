@@ -10,7 +10,7 @@ from pathlib import Path
 from bot.adapters.console import Console
 from bot.app import App
 from bot.cli import main
-from engine.config import load_config
+from engine.config import load_config, parse_config
 from engine.sim import pipeline
 from tests.fakes.openai_server import Raw
 from tests.fakes.report_responder import PipelineResponder
@@ -141,3 +141,15 @@ def test_cli_resume_continues_at_the_unfinished_step(openai_server, embedder, tm
     assert responder.sim.counts["extraction"] == asked["extraction"]
     assert responder.sim.counts["personas"] == 1  # the failed batch, asked again once
     assert main(["--config", str(cfg), "simulate", "--resume", "nope"]) == 2
+
+
+async def test_simulations_use_the_memory_embedder_built_from_the_config(tmp_path):
+    config = parse_config({"bot": {"data_dir": str(tmp_path / "data")}, "embedder": {"backend": "torch"}},
+                          str(tmp_path / "config.toml"))
+    app = await App.create(config, ["bot.features.core", "bot.features.memory", "bot.features.simulation"])
+    try:
+        assert app.sims.embedder is app.services["memory"].embedder is app.embedder
+        assert app.embedder.backend == "torch"  # [embedder] backend honoured (it used to be ignored here)
+        assert app.sims.graph.embedder is app.embedder
+    finally:
+        await app.close()

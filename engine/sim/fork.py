@@ -40,6 +40,7 @@ from engine.config import Config
 from engine.db import Database
 from engine.jobs import JobError
 from engine.sim.envmodels import CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES, SimulationConfig
+from engine.sim.injections import DEFAULT_SOURCE, Injection, append_injection, read_injections
 from engine.sim.context import SimSpec
 from engine.sim.records import sims_dir
 from engine.sim.run import fork_points
@@ -50,8 +51,6 @@ SHARED_STEPS = ("ontology", "graph", "environment")
 SHARED_FILES = ("documents.json", "ontology.json", "graph_summary.json", "personas.json", TWITTER_PROFILES,
                 REDDIT_PROFILES)
 SHARED_DIRS = ("documents", "personas")
-INJECTIONS_FILE = "injections.json"
-DEFAULT_SOURCE = "News Desk"
 
 
 class ForkRefused(JobError):
@@ -146,7 +145,7 @@ def _write_json_atomic(path: Path, data) -> None:
 
 
 def _prepare_folder(parent: Path, child: Path, sim_id: str, k: int, rounds: int, sources: list[_Source],
-                    injections: list[dict]) -> None:
+                    injections: list[Injection]) -> None:
     """Everything on disk (run off the event loop); FileNotFoundError when a fork point vanished."""
     child.mkdir(parents=True)
     for name in SHARED_FILES:
@@ -172,19 +171,20 @@ def _prepare_folder(parent: Path, child: Path, sim_id: str, k: int, rounds: int,
             if r <= k:
                 shutil.copytree(fork_points.point_dir(parent, s.platform, r),
                                 fork_points.point_dir(child, s.platform, r), copy_function=fork_points.link_or_copy)
-    if injections:
-        _write_json_atomic(child / INJECTIONS_FILE, injections)
+    for event in injections:
+        append_injection(child, event)
 
 
-def _injections(parent: Path, k: int, inject: str | None, platforms: list[str], asked_by: str) -> list[dict]:
+def _injections(parent: Path, k: int, inject: str | None, platforms: list[str], asked_by: str) -> list[Injection]:
+    """The parent's events of rounds <= K (the shared past; an unreadable file counts as none)
+    and the fork's own event at round K+1."""
     try:
-        past = json.loads((parent / INJECTIONS_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        past = []
-    kept = [e for e in past if isinstance(e, dict) and isinstance(e.get("round"), int) and e["round"] <= k]
+        kept = [e for e in read_injections(parent) if e.round <= k]
+    except ValueError:
+        kept = []
     if inject:
-        kept.append({"id": secrets.token_hex(4), "round": k + 1, "platforms": platforms, "source": DEFAULT_SOURCE,
-                     "text": inject, "asked_by": asked_by, "asked_at": _utcnow()})
+        kept.append(Injection(secrets.token_hex(4), k + 1, tuple(platforms), DEFAULT_SOURCE, inject, asked_by,
+                              _utcnow()))
     return kept
 
 

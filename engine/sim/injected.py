@@ -7,11 +7,11 @@ account wrote in that platform's database. Here rounds count from 1, as users se
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from engine.sim.report.stats import ACTIONS_LOG, platforms_of
+from engine.sim.injections import DEFAULT_SOURCE, published_lines
+from engine.sim.report.stats import platforms_of
 
 
 @dataclass(frozen=True)
@@ -29,21 +29,12 @@ def read_injected(sim_dir: Path | str) -> list[Injected]:
     """Every injected event of the run, per platform, in the order logged (blocking)."""
     found: list[Injected] = []
     for platform in platforms_of(Path(sim_dir)):
-        path = Path(sim_dir) / platform / ACTIONS_LOG
-        if not path.exists():
-            continue
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if '"injected"' not in line:
-                    continue
-                try:
-                    row = json.loads(line)
-                    if row.get("type") != "injected":
-                        continue
-                    post = row.get("post_id")
-                    found.append(Injected(platform, int(row["round"]) + 1, str(row.get("id", "")),
-                                          str(row.get("source") or "News Desk"), str(row.get("text", "")),
-                                          str(row.get("asked_by", "")), post if isinstance(post, int) else None))
-                except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
-                    continue   # a line cut short by a crash
+        for row in published_lines(sim_dir, platform):   # lines a crash cut short are left out
+            try:
+                post = row.get("post_id")
+                found.append(Injected(platform, int(row["round"]) + 1, str(row.get("id", "")),
+                                      str(row.get("source") or DEFAULT_SOURCE), str(row.get("text", "")),
+                                      str(row.get("asked_by", "")), post if isinstance(post, int) else None))
+            except (TypeError, ValueError):
+                continue
     return found

@@ -26,11 +26,13 @@ from engine.config import Config
 from engine.db import Database
 from engine.jobs import Job, JobContext, JobError, JobRunner
 from engine.llm import LLMClient
+from engine.offload import run_cpu
 from engine.sim import pipeline, records
 from engine.sim.compare import CompareResult, compare_simulations
 from engine.sim.fork import Fork, fork_rounds, fork_simulation
 from engine.sim.context import SimSpec
 from engine.sim.export import ExportFiles, export_simulation
+from engine.sim.inject import Injected, InjectionState, inject as inject_event, injection_status
 from engine.sim.graphstore import GraphStore
 from engine.sim.records import SimListing, SimRecord
 from engine.sim.report.agent import ReportResult
@@ -94,6 +96,14 @@ class Simulations:
     async def fork_rounds(self, sim_id: str) -> list[int] | None:
         return await fork_rounds(self.db, sim_id)
 
+    async def check_stoppable(self, sim_id: str) -> None:
+        """Raise a JobError saying why this process cannot stop the run (it is not running, or it
+        runs in another process)."""
+        if await self.runs.executor.attach(sim_id) is None:
+            where = await self.runs.elsewhere(sim_id)
+            raise JobError(f"simulation {sim_id} runs in {where}; stop it there." if where
+                           else f"simulation {sim_id} is not running.")
+
     # -- starting ---------------------------------------------------------------------------
 
     async def submit(self, sim_id: str, scope: str, channel: str | None, started_by: str) -> Job:
@@ -143,6 +153,15 @@ class Simulations:
         return await compare_simulations(self.db, self.llm, (a.id, a.folder), (b.id, b.folder),
                                          self.config.data_dir / "compare" / f"{a.id}-vs-{b.id}", job=job,
                                          scope=scope, progress=progress)
+
+    # -- what-if ------------------------------------------------------------------------------
+
+    async def inject(self, sim: SimRecord, text: str, **options) -> Injected:
+        """Schedule an event in the simulation (options: round_no, platform, source, asked_by)."""
+        return await inject_event(self.runs, sim.id, sim.folder, text, **options)
+
+    async def injections(self, sim: SimRecord) -> list[InjectionState]:
+        return await run_cpu(injection_status, sim.folder)
 
     # -- jobs and life cycle ------------------------------------------------------------------
 

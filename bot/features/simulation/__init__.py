@@ -4,20 +4,24 @@
 kept as ``app.sims``) with its own run service (``make_runs``), the shared LLM client and the
 process's embedder (``app.embedder``, the one memory uses), then sets up the thin handler
 modules, each a ``setup(app)``: they parse, check permission, call the service and format.
-``/sim`` is registered last, from the actions the modules added (bot.features.simulation.actions).
+``/sim`` is registered from the actions the modules in ``ADD_SIM_ACTIONS`` added
+(bot.features.simulation.actions): a module that adds one goes in that list.
 
-Administrators start simulations; stopping, resuming and interviewing one belong to the person
+Administrators start simulations; stopping, resuming, interviewing and injecting events into one belong to the person
 who started it and to administrators. A restart interrupts the pipeline job; /resume continues
 at the first unfinished step, the run after its last completed round.
 """
 from __future__ import annotations
 
-from bot.features.simulation import compare, control, fork, interview, report, start, status
+from bot.features.simulation import compare, control, fork, inject, interview, report, start, status
 from bot.features.simulation.actions import sim_actions
 from engine.sim.run.step import make_runs
 from engine.sim.simulations import Simulations
 
-HANDLERS = [start, status, control, fork, interview, report, compare]
+# The order of /help: /simulate and /sims, then /sim, registered once the modules that add its
+# actions have added them, then the other commands.
+ADD_SIM_ACTIONS = [status, control, inject, fork]
+COMMANDS = [interview, report, compare]
 
 
 def setup(app) -> None:
@@ -27,6 +31,9 @@ def setup(app) -> None:
     app.on_start.append(sims.start)
     app.on_stop.append(sims.close)
     sims.register_jobs(on_report=report.poster(app))
-    for module in HANDLERS:
+    start.setup(app)
+    for module in ADD_SIM_ACTIONS:
         module.setup(app)
     sim_actions(app).register(app)
+    for module in COMMANDS:
+        module.setup(app)

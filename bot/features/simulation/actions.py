@@ -3,14 +3,14 @@
 Each module adds its actions (status, stop, resume, ...) with ``sim_actions(app).add(...)`` in
 its ``setup(app)``; the package registers ``/sim`` once all of them are in, with one choice per
 action, each action's own permission rule and any extra arguments an action takes (given after
-the id, optional for the other actions). A handler gets the simulation, found in this scope.
+the id; another action given one is refused). A handler gets the simulation, found in this scope.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable
 
-from bot.commands.registry import Arg, CommandContext
+from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.permissions import EVERYONE, ByAction, Permission
 from bot.features.simulation.access import find_sim
 from engine.sim.records import SimRecord
@@ -54,8 +54,12 @@ class SimActions:
             Arg("id", "simulation id"), *extra.values()], group="simulation",
             permission=ByAction("action", rules))
         async def sim(ctx: CommandContext) -> None:
+            action = self.actions[ctx.args["action"]]
+            own = {arg.name for arg in action.args}
+            if given := [name for name in extra if name not in own and ctx.args.get(name) is not None]:
+                raise UsageError(f"/sim {action.name} takes no {', '.join(given)}: only a simulation id")
             found = await find_sim(ctx, ctx.args["id"])
-            await self.actions[ctx.args["action"]].handler(ctx, found)
+            await action.handler(ctx, found)
 
 
 _KEY = "sim_actions"

@@ -15,12 +15,8 @@ def setup(app) -> None:
     sims = simulations(app)
 
     async def stop(ctx: CommandContext, sim: SimRecord) -> None:
-        runs = sims.runs
-        if await runs.executor.attach(sim.id) is None:
-            where = await runs.elsewhere(sim.id)
-            raise UsageError(f"simulation {sim.id} runs in {where}; stop it there." if where
-                             else f"simulation {sim.id} is not running.")
-        task = asyncio.create_task(runs.stop(sim.id), name=f"stop-{sim.id}")
+        await sims.check_stoppable(sim.id)
+        task = asyncio.create_task(sims.runs.stop(sim.id), name=f"stop-{sim.id}")
         app.background.add(task)
         task.add_done_callback(app.background.discard)
         await ctx.reply.send(f"Stopping simulation `{sim.id}` at the end of the current round. "

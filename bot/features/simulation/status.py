@@ -1,5 +1,5 @@
 """``/sim status <id>``: a simulation's job, each pipeline step (done with its LLM use and
-summary, running with its latest progress, or pending) and its run."""
+summary, running with its latest progress, or pending), its run and the events injected into it."""
 from __future__ import annotations
 
 from bot.commands.registry import CommandContext
@@ -42,6 +42,8 @@ async def status_text(sims: Simulations, sim: SimRecord) -> str:
         lines.append(f"run: {state.describe()}{live}")
         if rounds := await sims.fork_rounds(sim.id):
             lines.append(f"can be forked after rounds {describe_rounds(rounds)}: /sim fork {sim.id} --from-round K")
+    if injected := await sims.injections(sim):
+        lines += ["injected events:"] + [f"• {s.describe()}" for s in injected]
     if job is not None and job.state in ("interrupted", "failed", "cancelled", "stopped") and job.resumable:
         lines.append(f"/resume {job.id} continues from the first unfinished step.")
     return "\n".join(lines)

@@ -251,6 +251,7 @@ class ReportAgent:
             lines.append("")
             lines.append(skipped_line(s))
             lines.append("")
+        lines += timeline(s)
         for i, (title, body) in enumerate(sections):
             lines += [f"## {i + 1}. {title}", "", body.strip(), ""]
         if cited:
@@ -263,6 +264,26 @@ class ReportAgent:
                       + (f" ({q['label']})" if q.get("label") else "") for q in self.tools.quotes]
             lines.append("")
         return "\n".join(lines)
+
+
+def timeline(stats: SimStats) -> list[str]:
+    """The run round by round (from 1): actions per platform, and the events injected into it."""
+    rounds = sorted({r for per in stats.rounds.values() for r in per})
+    if not rounds:
+        return []
+    events: dict[int, list] = {}
+    for e in stats.injected:
+        events.setdefault(e.round, []).append(e)
+    lines = ["## Timeline", ""]
+    for r in rounds:
+        counts = ", ".join(f"{p} {stats.rounds[p].get(r, 0)}" for p in stats.platforms if p in stats.rounds)
+        lines.append(f"- **Round {r + 1}**: {plural(sum(per.get(r, 0) for per in stats.rounds.values()), 'action')}"
+                     f" ({counts})")
+        for e in events.get(r, []):
+            asked = f", asked by {e.asked_by}" if e.asked_by else ""
+            lines.append(f"  - 📰 injected event: {e.source} posted on {' and '.join(e.posts)}: "
+                         f"“{e.text}”{asked} {e.cites()}")
+    return lines + [""]
 
 
 def skipped_line(stats: SimStats) -> str:

@@ -3,6 +3,8 @@ several reports can render at once in worker threads; call through ``run_cpu``.
 
 Each chart explains itself at Discord's preview size: axis labels, integer ticks for counts,
 rounds numbered from 1 as the chat numbers them, legends placed where they cover no data.
+Charts over rounds mark the events injected into the run (``mark_injected``): a dashed line at
+the round each went out in, and under the axes a legend of who posted what.
 """
 from __future__ import annotations
 
@@ -69,6 +71,25 @@ def _legend_above(ax) -> None:
     ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, frameon=False, fontsize=TICK_SIZE)
 
 
+INJECTED_COLOUR = "#7a5195"
+
+
+def mark_injected(ax, stats: SimStats) -> list[Line2D]:
+    """A dashed vertical line at the round (from 1) of each injected event (events of one round
+    share a line); returns legend handles that say which source posted what in that round."""
+    by_round: dict[int, list] = {}
+    for event in stats.injected:
+        by_round.setdefault(event.round + 1, []).append(event)
+    handles = []
+    for number, events in sorted(by_round.items()):
+        ax.axvline(number, color=INJECTED_COLOUR, linestyle="--", linewidth=1.5, alpha=0.8, zorder=1)
+        said = "; ".join(f"{e.source}: {e.text[:40] + '…' if len(e.text) > 40 else e.text}" for e in events[:2])
+        more = f" (+{len(events) - 2} more)" if len(events) > 2 else ""
+        handles.append(Line2D([], [], color=INJECTED_COLOUR, linestyle="--", linewidth=1.5,
+                              label=f"round {number}: {said}{more}"))
+    return handles
+
+
 def activity_figure(stats: SimStats) -> Figure:
     """Actions per round and platform; rounds numbered from 1, as the chat counts them."""
     fig = Figure(figsize=(7, 4.2))
@@ -85,7 +106,11 @@ def activity_figure(stats: SimStats) -> Figure:
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
+        injected = mark_injected(ax, stats)
         _legend_above(ax)
+        if injected:  # a second legend, under the axes: the platforms' one stays
+            ax.add_artist(ax.get_legend())
+            _legend_below(ax, injected[:6], ncol=1, title="injected events", gap=0.18)
         _style(ax, TITLES["activity"], "round", "actions", loc="left")
     else:
         _empty(ax, "no actions recorded")

@@ -7,6 +7,9 @@ agent step whose LLM answer stayed unusable after its retry. Rounds count from 0
 The database says what exists (posts, likes, comments, reposts, follows, who wrote what);
 the log says when it happened (rounds). Without a log, the ``trace`` table stands in: on
 non-Reddit platforms oasis stamps it with the round number.
+
+Events injected into the run (``injected`` lines, see ``engine.sim.injections``) are the
+report's timeline marks: the round each went out in, on which platforms, as which post.
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from engine.sim.injections import published_lines
 
 PLATFORMS = ("twitter", "reddit")
 ACTIONS_LOG = "actions.jsonl"
@@ -86,6 +91,20 @@ class Interaction:
 
 
 @dataclass
+class InjectedEvent:
+    """An event injected into the run, as published (rounds from 0, like the log's)."""
+    id: str
+    round: int                       # the first round it went out in
+    source: str
+    text: str
+    asked_by: str
+    posts: dict[str, int] = field(default_factory=dict)   # platform -> post id
+
+    def cites(self) -> str:
+        return " ".join(f"[{p} post {pid}]" for p, pid in self.posts.items())
+
+
+@dataclass
 class SimStats:
     platforms: list[str]
     rounds: dict[str, dict[int, int]]      # platform -> round (from 0) -> actions, quiet rounds included
@@ -95,6 +114,7 @@ class SimStats:
     interactions: list[Interaction]        # heaviest first; seeded follows included (see during_run)
     round_source: dict[str, str]           # platform -> 'log' | 'trace' | 'none'
     skipped_steps: dict[str, int] = field(default_factory=dict)  # platform -> agent steps skipped
+    injected: list[InjectedEvent] = field(default_factory=list)  # in the order they went out
 
     @property
     def rounds_done(self) -> int:
@@ -118,6 +138,8 @@ class SimStats:
             "platforms": self.platforms,
             "total_actions": self.total_actions,
             "skipped_agent_steps": self.skipped_steps,
+            "injected_events": [{"round": e.round + 1, "source": e.source, "text": e.text, "asked_by": e.asked_by,
+                                 "cite": e.cites()} for e in self.injected],
             "actions_by_round": {p: {str(k): v for k, v in sorted(r.items())} for p, r in self.rounds.items()},
             "action_mix": self.mix,
             "top_posts": [{**_short(asdict(p)), "engagement": p.engagement, "cite": p.cite()}
@@ -205,6 +227,9 @@ def _platform_stats(sim_dir: Path, platform: str):
                 mix[row["action"]] += 1
                 if row.get("agent_id") is not None:
                     acted[int(row["agent_id"])] += 1
+            for line in published_lines(sim_dir, platform):
+                if isinstance(line.get("post_id"), int):
+                    post_round[line["post_id"]] = int(line["round"])
         else:
             for r in conn.execute("SELECT user_id, created_at, action FROM trace"):
                 if r["action"] in NOT_ACTIONS:
@@ -293,4 +318,19 @@ def compute_stats(sim_dir: Path | str) -> SimStats:
     posts.sort(key=lambda p: (-p.engagement, -p.likes, p.platform, p.post_id))
     ranked = sorted(agents.values(), key=lambda a: (-(a.actions + a.engagement), a.agent_id))
     interactions.sort(key=lambda e: (-e.count, e.platform, e.source_id, e.target_id, e.kind))
-    return SimStats(platforms, rounds, mix, posts, ranked, interactions, sources, skipped)
+    return SimStats(platforms, rounds, mix, posts, ranked, interactions, sources, skipped,
+                    injected_events(sim_dir, platforms))
+
+
+def injected_events(sim_dir: Path, platforms: list[str]) -> list[InjectedEvent]:
+    """The injected events the platforms' logs record, one per event, in the order they went out."""
+    events: dict[str, InjectedEvent] = {}
+    for platform in platforms:
+        for line in published_lines(sim_dir, platform):
+            event = events.setdefault(str(line["id"]), InjectedEvent(
+                str(line["id"]), int(line["round"]), str(line.get("source", "")), str(line.get("text", "")),
+                str(line.get("asked_by", ""))))
+            event.round = min(event.round, int(line["round"]))
+            if isinstance(line.get("post_id"), int):
+                event.posts[platform] = line["post_id"]
+    return sorted(events.values(), key=lambda e: e.round)  # stable: the order they went out in

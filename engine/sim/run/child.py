@@ -16,6 +16,10 @@ An agent step whose tool call is unusable (broken arguments or an unknown tool) 
 more; a step that still gives nothing usable, or whose request failed, is skipped: a ``step_skipped`` line in
 ``actions.jsonl`` says whose and why. A round fails the run only when most of its steps were
 skipped; failures are worded by ``engine.llm.failures`` (one sentence, no raw dict).
+
+Events injected into the run (``injections.json``) are published at the start of their round
+and shown to the agents by ``injection.Injector``; each gives an ``injected`` line in
+``actions.jsonl`` and an ``injected`` event.
 """
 from __future__ import annotations
 
@@ -40,6 +44,7 @@ from engine.llm.failures import describe
 from engine.redact import Redactor
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
 from engine.sim.run import fork_points, oasis_setup
+from engine.sim.run.injection import Injector
 from engine.sim.run.masked_output import mask_output
 from engine.sim.run.protocol import (ACTIONS_LOG, CHECKPOINT, CHECKPOINT_DB, MEMORY_FILE, SPEC_FILE, RunSpec,
                                      encode, platform_db, platform_dir)
@@ -85,6 +90,8 @@ class PlatformRunner:
         self.db_path = platform_db(child.folder, name)
         self.model = model
         self.rounds_done = 0
+        self.rounds_started = 0
+        self.injector = Injector(child.folder, name)
         self.restored_reason = ""
         self.actions_total = 0
         self.llm_steps = self.llm_errors = 0   # errors: steps skipped after their second try
@@ -180,6 +187,9 @@ class PlatformRunner:
         if memories is not None:
             oasis_setup.restore_memories(self.graph, memories)
         self.actions_total = self._count_logged_actions()
+        self.rounds_started = self.rounds_done
+        self.injector.load_published()
+        self.injector.install(self.graph)
         self.log = open(self.dir / ACTIONS_LOG, "a", encoding="utf-8")
         if mode != "reopen" and self.rounds_done == 0:
             await self._seed_follows()
@@ -238,6 +248,8 @@ class PlatformRunner:
                            "active_agents": len(steps), "scheduled_posts": len(posts)}
             self.write(dict(start_event))
             self.child.emit({**start_event, "platform": self.name, "rounds": total_rounds})
+            self.rounds_started = r + 1
+            await self._publish_injected(r)
             steps_before, errors_before = self.llm_steps, self.llm_errors
             if posts:
                 manual: dict[Any, list] = {}
@@ -272,6 +284,16 @@ class PlatformRunner:
         self.log.flush()
         self.child.emit({"type": "simulation_end", "platform": self.name, "rounds_done": self.rounds_done,
                          "rounds": total_rounds, "stopped": self.rounds_done < total_rounds})
+
+    async def _publish_injected(self, r: int) -> None:
+        lines = await self.injector.publish(self.platform, self.platform.sandbox_clock, r)
+        if not lines:
+            return
+        self.trace_rowid = self._max_rowid()  # the source account's posts are no agent's actions
+        for line in lines:
+            self.write(dict(line))
+            self.child.emit({**line, "platform": self.name})
+        self.log.flush()
 
     async def _step(self, actions: dict) -> None:
         """``env.step``, unless oasis's platform loop dies meanwhile (an uncaught error there
@@ -443,6 +465,12 @@ class Child:
             elif kind == "close":
                 self.closing.set()
                 self.emit({"type": "reply", "id": rid, "ok": True})
+            elif kind == "inject":  # injections.json changed: read it now, say which events missed their round
+                for runner in self.runners.values():
+                    runner.injector.reload()
+                self.emit({"type": "reply", "id": rid, "ok": True,
+                           "late": {n: [e.id for e in r.injector.due(r.rounds_started - 1)]
+                                    for n, r in self.runners.items()}})
             elif kind == "ping":
                 self.emit({"type": "reply", "id": rid, "ok": True,
                            "rounds_done": {n: r.rounds_done for n, r in self.runners.items()}})

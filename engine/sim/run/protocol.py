@@ -7,8 +7,13 @@ Parent -> child (stdin), one object per line, each with an ``id`` the reply echo
                                   time); the optional reason becomes the run's stop reason
   {"id": "r3", "type": "close"}   end the idle time after the last round now
   {"id": "r4", "type": "ping"}
-Child -> parent (stdout): events ``ready``, ``setup``, ``round_start``, ``round_end``,
-``usage``, ``simulation_end``, ``idle``, ``error``, ``done`` and replies
+  {"id": "r5", "type": "inject"}  ``injections.json`` changed: re-read it now; the reply names, per
+                                  platform, the events whose round has begun without them,
+                                  {"late": {"twitter": [id, ...]}} (they go out at the next round)
+Child -> parent (stdout): events ``ready``, ``setup``, ``round_start``, ``injected`` (an
+injected event was published: ``round`` from 0, ``id``, ``source``, ``text``, ``asked_by``,
+``post_id``, ``platform``), ``round_end``, ``usage``, ``simulation_end``, ``idle``, ``error``,
+``done`` and replies
   {"type": "reply", "id": "r1", "ok": true, "answers": [...]} / {"ok": false, "error": "..."}.
 ``usage`` events (at most one a second), ``round_end``, ``done`` and interview replies carry
 ``"usage": {"process", "calls", "prompt_tokens", "completion_tokens"}``, the child process's

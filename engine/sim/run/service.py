@@ -131,6 +131,7 @@ class _Follow:
     scope: str | None = None
     budget_stop: str = ""   # the cap that made the parent stop the run, once it did
     feed: RoundFeed | None = None  # completed rounds, on their way to the round observers
+    injected: dict[str, dict] = field(default_factory=dict)  # injected event id -> its first ``injected`` event
 
 
 class SimRuns:
@@ -331,6 +332,8 @@ class SimRuns:
                 await self._saw_usage(sim_id, handle, state, event.get("usage"))
             elif kind == "usage":
                 await self._saw_usage(sim_id, handle, state, event.get("usage"))
+            elif kind == "injected":
+                state.injected.setdefault(event["id"], event)
             elif kind == "error":
                 state.error = event["message"]
             elif kind == "idle":
@@ -406,6 +409,8 @@ class SimRuns:
         if s.posts:
             p = s.posts[0]
             text += f"\nlatest on {p['platform']}: {p['name']}: {p['content'][:120]}"
+        for e in list(s.injected.values())[-3:]:
+            text += f"\n📰 round {e['round'] + 1}: {e['source']}: {e['text'][:120]}"
         return text
 
     def _progress_data(self, s: _Follow) -> dict:
