@@ -125,6 +125,8 @@ async def test_fork_of_a_running_simulation_and_refusals(openai_server, tmp_path
             cut = ends[1] + 1  # rounds 1-2 (0 and 1 in the log) are the parent's, line for line
             assert mine[:cut] == theirs[:cut] and mine[cut:] != theirs[cut:]
             new_steps += sum(events[i]["llm_steps"] for i in ends[2:])
+            # the fork's event went out at its first round (round 3; 2 in the log), by the news account
+            assert [(e["round"], e["source"]) for e in events if e["type"] == "injected"] == [(2, "News Desk")]
             at_k = posts(fork_points.point_dir(parent, platform, 2) / f"{platform}.db")
             assert at_k and posts(platform_db(child, platform), at_k[-1][0]) == at_k
             assert posts(platform_db(parent, platform), at_k[-1][0]) == at_k
