@@ -129,6 +129,7 @@ class SimulationSection(Section):
     # beliefs per round (engine/sim/stance.py): on/off, agents classified per LLM call
     track_stances: bool = True
     stance_batch: int = Field(20, ge=1, le=100)
+    fork_points_mb: float = Field(512.0, ge=0.0)  # disk for per-round fork points per simulation (0: none)
     # /simulate asks for /confirm when its estimate exceeds this many dollars (0: never), or,
     # for a model without a price, this many tokens (0: never).
     confirm_above_usd: float = Field(1.0, ge=0.0)

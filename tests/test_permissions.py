@@ -106,9 +106,17 @@ class DiscordChat(Chat):
         """'/name a b rest…' as the typed options Discord's client would send."""
         name, _, rest = text[1:].partition(" ")
         command = self.app.commands.get(name)
-        tokens, options = rest.split(), []
+        tokens, options, flags = rest.split(), [], {}
+        for arg in command.args:  # --name value, anywhere
+            flag = "--" + arg.name.replace("_", "-")
+            if arg.option and flag in tokens[:-1]:
+                at = tokens.index(flag)
+                flags[arg.name] = int(tokens[at + 1]) if arg.type == "int" else tokens[at + 1]
+                del tokens[at:at + 2]
         for arg in command.args:
-            if arg.type == "attachment":
+            if arg.option:
+                value = flags.get(arg.name)
+            elif arg.type == "attachment":
                 value = attachment["id"] if attachment else None
             elif arg.type == "text":
                 value, tokens = " ".join(tokens) or None, []
@@ -207,11 +215,13 @@ async def test_members_act_on_their_own_jobs_and_administrators_on_all(chat):
         (chat.scope, chat.channel, job.id, str(app.config.data_dir / "sim1")))
     for text, verb in (("/sim stop sim1", "stop it"), ("/sim resume sim1", "resume it"),
                        ("/interview sim1 all why?", "interview its agents"),
+                       ("/sim fork sim1 --from-round 1", "fork it"),
                        ("/sim inject sim1 the bridge closes", "inject events into it")):
         refused = await chat.say(BOB, text)
         assert refused.text == f"⚠ only the person who started this simulation or {chat.admins} may {verb}."
     assert await state_of(app, job.id) == "cancelled"
     assert "sim1 is not running" in (await chat.say(ALICE, "/sim stop sim1")).text
+    assert "simulation sim1 has no run yet" in (await chat.say(ALICE, "/sim fork sim1 --from-round 1")).text
     assert "has not reached its run yet" in (await chat.say(ALICE, "/interview sim1 all why?")).text
     assert "has not reached its run yet" in (await chat.say(ROOT, "/interview sim1 all why?")).text
     assert "has not prepared its environment yet" in (await chat.say(ALICE, "/sim inject sim1 the bridge closes")).text

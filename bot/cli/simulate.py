@@ -1,6 +1,8 @@
 """`simulate FILE... --requirement TEXT [--agents N] [--rounds N] [--out DIR]`: run the
 simulation pipeline from the terminal, one progress bar per step. `--resume SIM_ID` continues
-a simulation at its first unfinished step. It is the same job that chat /simulate starts."""
+a simulation at its first unfinished step; `--fork SIM_ID --from-round K [--inject TEXT]
+[--rounds N]` starts a new simulation from the state after round K of another (/sim fork). It is
+the same job that chat /simulate starts."""
 from __future__ import annotations
 
 import asyncio
@@ -30,6 +32,9 @@ def register(sub) -> None:
     p.add_argument("--rounds", type=int, help="number of rounds (default: [simulation] default_rounds)")
     p.add_argument("--out", metavar="DIR", help="simulation folder (default: <data_dir>/sims/<id>)")
     p.add_argument("--resume", metavar="SIM_ID", help="continue this simulation at its first unfinished step")
+    p.add_argument("--fork", metavar="SIM_ID", help="fork this simulation (with --from-round K)")
+    p.add_argument("--from-round", type=int, metavar="K", help="fork: the completed round the fork starts after")
+    p.add_argument("--inject", metavar="TEXT", help="fork: an event published at the fork's first round")
     p.set_defaults(func=simulate)
 
 
@@ -68,15 +73,33 @@ async def simulate(args, config) -> int:
     if not config.llm.configured:
         print("error: no LLM is configured: set [llm] base_url in config.toml", file=sys.stderr)
         return 2
-    if not args.resume and (not args.files or not args.requirement):
-        print("error: give one or more FILEs and --requirement (or --resume SIM_ID)", file=sys.stderr)
+    if args.fork and args.from_round is None:
+        print("error: --fork needs --from-round K (the completed round the fork starts after)", file=sys.stderr)
+        return 2
+    if not args.fork and (args.from_round is not None or args.inject):
+        print("error: --from-round and --inject go with --fork SIM_ID", file=sys.stderr)
+        return 2
+    if not args.resume and not args.fork and (not args.files or not args.requirement):
+        print("error: give one or more FILEs and --requirement (or --resume SIM_ID, or --fork SIM_ID)",
+              file=sys.stderr)
         return 2
     app = await App.create(config, FEATURES)
     bars = _Bars(sys.stderr)
     try:
         await app.start()
         sims = simulations(app)
-        if args.resume:
+        scope = SCOPE
+        if args.fork:
+            try:
+                fork = await sims.fork(args.fork, args.from_round, rounds=args.rounds, inject=args.inject,
+                                       asked_by=getpass.getuser())
+            except JobError as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 2
+            print(f"simulation {fork.sim_id}: fork of {fork.parent_id} after round {fork.from_round}, "
+                  f"runs rounds {fork.from_round + 1}-{fork.rounds}", file=sys.stderr)
+            sim_id, scope = fork.sim_id, fork.scope
+        elif args.resume:
             sim = await sims.get(args.resume)
             if sim is None:
                 print(f"error: no simulation {args.resume}", file=sys.stderr)
@@ -107,7 +130,7 @@ async def simulate(args, config) -> int:
                 print(f"error: {err}", file=sys.stderr)
                 return 2
         app.jobs.subscribe(bars)
-        job = await sims.submit(sim_id, SCOPE, None, getpass.getuser())
+        job = await sims.submit(sim_id, scope, None, getpass.getuser())
         job = await app.jobs.wait(job.id)
         bars.close()
         if job.state != "done":

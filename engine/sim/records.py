@@ -33,12 +33,16 @@ class SimRecord:
     spec: SimSpec
     folder: Path
     created_at: str
+    parent_id: str | None = None     # a fork's lineage (engine.sim.fork)
+    fork_round: int | None = None
+    fork_event: str | None = None
 
     @classmethod
     def from_row(cls, row) -> "SimRecord":
         spec = {"documents": [], "requirement": row["requirement"], **json.loads(row["spec"] or "{}")}
         return cls(row["id"], row["scope"], row["channel"], row["job_id"], row["requirement"],
-                   SimSpec(**spec), Path(row["folder"]), row["created_at"])
+                   SimSpec(**spec), Path(row["folder"]), row["created_at"], row["parent_id"], row["fork_round"],
+                   row["fork_event"])
 
 
 @dataclass
@@ -50,6 +54,9 @@ class SimListing:
     state: str | None
     progress: float | None
     steps: int
+    parent_id: str | None = None
+    fork_round: int | None = None
+    fork_event: str | None = None
 
 
 def sims_dir(config: Config) -> Path:
@@ -99,7 +106,7 @@ async def listing(db: Database, scope: str, limit: int = 15) -> list[SimListing]
     """The latest simulations of ``scope``, newest first."""
     rows = await db.fetchall(
         "SELECT s.id, s.requirement, s.created_at, j.state, j.progress,"
-        " (SELECT count(*) FROM sim_steps t WHERE t.sim_id = s.id) AS steps"
+        " (SELECT count(*) FROM sim_steps t WHERE t.sim_id = s.id) AS steps, s.parent_id, s.fork_round, s.fork_event"
         " FROM simulations s LEFT JOIN jobs j ON j.id = s.job_id WHERE s.scope=?"
         " ORDER BY s.created_at DESC, s.rowid DESC LIMIT ?", (scope, limit))
     return [SimListing(*row) for row in rows]

@@ -33,6 +33,7 @@ from engine.memory import MemoryEngine
 from engine.offload import run_cpu
 from engine.sim import pipeline, records, sim_memory, stance
 from engine.sim.compare import CompareResult, compare_simulations
+from engine.sim.fork import Fork, fork_rounds, fork_simulation
 from engine.sim.context import SimSpec
 from engine.sim.export import ExportFiles, export_simulation
 from engine.sim.inject import Injected, InjectionState, inject as inject_event, injection_status
@@ -101,6 +102,9 @@ class Simulations:
     async def run_state(self, sim_id: str) -> RunState | None:
         return await self.runs.get(sim_id)
 
+    async def fork_rounds(self, sim_id: str) -> list[int] | None:
+        return await fork_rounds(self.db, sim_id)
+
     async def check_stoppable(self, sim_id: str) -> None:
         """Raise a JobError saying why this process cannot stop the run (it is not running, or it
         runs in another process)."""
@@ -125,6 +129,10 @@ class Simulations:
                                      title=f"simulation {sim_id}", started_by=started_by)
         await records.set_job(self.db, sim_id, job.id)
         return job
+
+    async def fork(self, parent_id: str, from_round: int, **options: Any) -> Fork:
+        """Register a fork of ``parent_id`` after round ``from_round`` (engine.sim.fork); ``submit`` runs it."""
+        return await fork_simulation(self.db, self.config, parent_id, from_round, **options)
 
     async def submit_report(self, sim_id: str, scope: str, channel: str | None, started_by: str) -> Job:
         return await self.jobs.submit("report", {"sim_id": sim_id}, scope, channel=channel,

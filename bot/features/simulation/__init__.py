@@ -14,14 +14,14 @@ at the first unfinished step, the run after its last completed round.
 """
 from __future__ import annotations
 
-from bot.features.simulation import compare, control, inject, interview, report, reportchat, start, status
+from bot.features.simulation import compare, control, fork, inject, interview, report, reportchat, start, status
 from bot.features.simulation.actions import sim_actions
 from engine.sim.run.step import make_runs
 from engine.sim.simulations import Simulations
 
 # The order of /help: /simulate and /sims, then /sim, registered once the modules that add its
 # actions have added them, then the other commands.
-ADD_SIM_ACTIONS = [status, control, inject]
+ADD_SIM_ACTIONS = [status, control, inject, fork]
 COMMANDS = [interview, report, reportchat, compare]
 
 

@@ -17,6 +17,7 @@ from engine.documents import read_documents
 from engine.jobs import JobError
 from engine.sim import sizing
 from engine.sim.estimate import estimate
+from engine.sim.fork import lineage
 from engine.words import plural
 
 
@@ -83,5 +84,5 @@ def setup(app) -> None:
             await ctx.reply.send("No simulations yet. /simulate <file> <what to predict> starts one.")
             return
         total = len(sims.steps)
-        await ctx.reply.send("\n".join(f"`{r.id}` {r.state or 'queued'} · {r.steps}/{total} steps · "
+        await ctx.reply.send("\n".join(f"`{r.id}`{lineage(r)} {r.state or 'queued'} · {r.steps}/{total} steps · "
                                        f"{clip(r.requirement, 60)}" for r in rows))

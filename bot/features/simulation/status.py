@@ -7,7 +7,9 @@ from __future__ import annotations
 from bot.commands.registry import CommandContext
 from bot.features.simulation.access import clip, simulations
 from bot.features.simulation.actions import SimAction, sim_actions
+from engine.sim.fork import lineage
 from engine.sim.records import SimRecord
+from engine.sim.run.fork_points import describe_rounds
 from engine.sim.simulations import Simulations
 from engine.words import plural
 
@@ -15,7 +17,7 @@ from engine.words import plural
 async def status_text(sims: Simulations, sim: SimRecord) -> str:
     done = await sims.completed_steps(sim.id)
     job = await sims.job_of(sim)
-    lines = [f"Simulation `{sim.id}`: {clip(sim.requirement, 200)}"]
+    lines = [f"Simulation `{sim.id}`{lineage(sim)}: {clip(sim.requirement, 200)}"]
     if job is not None:
         pct = f" {job.progress * 100:.0f}%" if job.progress is not None and not job.finished else ""
         lines.append(f"job `{job.id}`: {job.state}{pct}" + (f" — {job.error}" if job.error else
@@ -40,6 +42,8 @@ async def status_text(sims: Simulations, sim: SimRecord) -> str:
     if state is not None:
         live = " · environment open for interviews" if state.live and state.status == "idle" else ""
         lines.append(f"run: {state.describe()}{live}")
+        if rounds := await sims.fork_rounds(sim.id):
+            lines.append(f"can be forked after rounds {describe_rounds(rounds)}: /sim fork {sim.id} --from-round K")
     if (beliefs := await sims.beliefs_line(sim.id)) is not None:
         lines.append(beliefs)
     if injected := await sims.injections(sim):

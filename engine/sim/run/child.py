@@ -5,9 +5,9 @@
 It reads ``run_spec.json`` and ``simulation_config.json`` from the folder, speaks JSON lines
 (see ``protocol``) on stdin/stdout, and writes per platform ``<platform>/actions.jsonl``,
 ``<platform>/<platform>.db`` and, after each round, a checkpoint (database copy, agent memories,
-rounds done) from which a later run resumes; ``usage.jsonl`` gets its LLM usage after every
-request, and it stops at the end of the round in which that usage reaches a budget cap given in
-the spec. Libraries print to stdout (oasis prints the database path, camel logs prompts), so
+rounds done) from which a later run resumes and the round's fork point (``fork_points``);
+``usage.jsonl`` gets its LLM usage after every request, and it stops at the end of the round in
+which that usage reaches a budget cap given in the spec. Libraries print to stdout (oasis prints the database path, camel logs prompts), so
 the real stdout is kept for the protocol alone and file descriptor 1 is pointed at stderr, which
 the parent sends to ``run.log``; both pass through a secret mask on the way
 (``masked_output``).
@@ -43,7 +43,7 @@ if __name__ == "__main__":  # started as a script: its folder must not shadow ot
 from engine.llm.failures import describe
 from engine.redact import Redactor
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
-from engine.sim.run import oasis_setup
+from engine.sim.run import fork_points, oasis_setup
 from engine.sim.run.injection import Injector
 from engine.sim.run.masked_output import mask_output
 from engine.sim.run.protocol import (ACTIONS_LOG, CHECKPOINT, CHECKPOINT_DB, MEMORY_FILE, SPEC_FILE, RunSpec,
@@ -115,6 +115,7 @@ class PlatformRunner:
     def _fresh(self) -> None:
         for name in (self.db_path.name, ACTIONS_LOG, CHECKPOINT, CHECKPOINT_DB, MEMORY_FILE):
             (self.dir / name).unlink(missing_ok=True)
+        fork_points.clear(self.child.folder, self.name)
         self.rounds_done = 0
 
     def _restore_files(self) -> dict | None:
@@ -272,6 +273,8 @@ class PlatformRunner:
                          "llm_errors": round_errors, "posts": self._notable(new)}
             self.write(dict(end_event))
             self.log.flush()
+            fork_points.keep(self.child.folder, self.name, self.rounds_done, self.actions_total, self.trace_rowid,
+                             self.spec.fork_points_mb)
             self.child.emit({**end_event, "platform": self.name, "usage": self.child.usage_now()})
             if round_errors * 2 > round_steps:
                 raise Fatal(f"{self.name}: {round_errors} of {round_steps} agent steps of round {r} failed, "

@@ -69,6 +69,7 @@ class RunSpec:
     caps: list[dict] = field(default_factory=list)
     price: list[float] = field(default_factory=lambda: [0.0, 0.0])
     platforms: list[str] = field(default_factory=lambda: list(PLATFORMS))
+    fork_points_mb: float = 512.0  # disk budget of the per-round fork points (0: keep none)
 
     def to_json(self) -> str:
         return json.dumps(self.__dict__, indent=1)

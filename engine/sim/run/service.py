@@ -61,6 +61,7 @@ class RunSettings:
     context_tokens: int = 8192
     progress_interval_s: float = 2.0
     log_level: str = "WARNING"
+    fork_points_mb: float = 512.0
 
 
 @dataclass
@@ -204,7 +205,7 @@ class SimRuns:
                        mode=mode, max_rounds=s.max_rounds, idle_s=s.idle_s, memory_rounds=s.memory_rounds,
                        max_steps_per_round=s.max_steps_per_round, follow_density=s.follow_density,
                        llm_concurrency=s.llm_concurrency, timeout_s=self.llm.timeout_s,
-                       context_tokens=s.context_tokens, log_level=s.log_level)
+                       context_tokens=s.context_tokens, log_level=s.log_level, fork_points_mb=s.fork_points_mb)
 
     def _lock(self, sim_id: str) -> asyncio.Lock:
         return self._locks.setdefault(sim_id, asyncio.Lock())

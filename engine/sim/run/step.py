@@ -25,6 +25,7 @@ def settings_from(config: Config) -> RunSettings:
                        interview_timeout_s=s.interview_timeout_s, memory_rounds=s.agent_memory_rounds,
                        max_steps_per_round=s.max_steps_per_round, follow_density=s.follow_density,
                        llm_concurrency=s.run_llm_concurrency, context_tokens=s.agent_context_tokens,
+                       fork_points_mb=s.fork_points_mb,
                        progress_interval_s=config.jobs.progress_interval_s)
 
 
