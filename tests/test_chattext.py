@@ -12,6 +12,7 @@ from engine.config import ConfigError, parse_config
 from engine.db import Database
 from engine.memory import MemoryMessage
 from engine.memory.chattext import dates_in, searchable_text
+from engine.memory.stopwords import ENGLISH_STOP_WORDS
 from engine.memory.textutil import fts_query
 from tests.memory_helpers import close_engine, open_engine
 from tests.test_discord import start_bot, stop_bot
@@ -217,3 +218,9 @@ async def test_telegram_document_name_reaches_memory(tg):
     await server.wait_for("sendMessage", lambda c: "the garden budget, as promised" in text_of(c))
     assert await stored_search_text(app, "the garden budget, as promised") == \
         "the garden budget, as promised\nbudget_2024.xlsx"
+
+
+def test_the_stop_words_are_scikit_learn_s_english_list():
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS as scikit_learn_s
+
+    assert ENGLISH_STOP_WORDS == scikit_learn_s

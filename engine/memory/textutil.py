@@ -4,9 +4,8 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 
-from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-
 from engine.memory.chattext import find_dates
+from engine.memory.stopwords import ENGLISH_STOP_WORDS
 
 _WORD = re.compile(r"[^\W\d_][\w'-]*", re.UNICODE)
 

@@ -43,7 +43,7 @@ if __name__ == "__main__":  # started as a script: its folder must not shadow ot
 from engine.llm.failures import describe
 from engine.redact import Redactor
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
-from engine.sim.run import fork_points, oasis_setup
+from engine.sim.run import fork_points, oasis_import, oasis_setup
 from engine.sim.run.injection import Injector
 from engine.sim.run.masked_output import mask_output
 from engine.sim.run.protocol import (ACTIONS_LOG, CHECKPOINT, CHECKPOINT_DB, MEMORY_FILE, SPEC_FILE, RunSpec,
@@ -495,7 +495,7 @@ class Child:
     async def main(self) -> int:
         cfg = SimulationConfig.model_validate_json((self.folder / CONFIG_FILE).read_text(encoding="utf-8"))
         random.seed(cfg.seed)  # oasis's recommenders and feeds draw from the global generator
-        import oasis  # noqa: F401  (creates ./log here, in the simulation folder)
+        oasis_import.load_oasis()  # creates ./log here, in the simulation folder
         oasis_setup.quiet_oasis_loggers(self.spec.log_level)
         reader = asyncio.create_task(self._read_commands())
         status, code = "completed", 0
