@@ -70,7 +70,10 @@ async def test_fork_of_a_running_simulation_and_refusals(openai_server, tmp_path
     responder = openai_server.responder = SocialResponder(delay=0.25)  # slow enough to fork mid-run
     config = tmp_path / "config.toml"
     config.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n'
-                      f'[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 0.5\n')
+                      f'[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 0.5\n'
+                      # the fork's LLM calls are counted exactly against its agent steps below;
+                      # stance tracking (more calls per round) has tests of its own
+                      f'track_stances = false\n')
     app = await App.create(load_config(config), FEATURES)
     app.sims.steps = pipeline.STEPS[:4]  # the jobs end with the run (the report has tests of its own)
     console = app.adapters.add(Console(app, interactive=False))

@@ -17,6 +17,7 @@ from engine.embedder import Embedder
 from engine.memory import MemoryEngine
 from engine.memory.audience import Viewer
 from engine.memory.importers import FORMATS, ImportFileError, load_history
+from engine.memory.sim_scopes import is_sim_scope
 from engine.offload import run_cpu
 from engine.words import plural
 
@@ -40,7 +41,7 @@ def register(sub) -> None:
     p.set_defaults(func=import_)
 
     w = sub.add_parser("worlds", help="list the worlds of a scope with the ids of the messages they hold")
-    w.add_argument("--scope", help="only this scope (default: every scope)")
+    w.add_argument("--scope", help="only this scope (default: every chat's scope; a simulation's posts: sim:ID)")
     w.add_argument("--json", action="store_true", help="print a JSON list of worlds")
     w.set_defaults(func=worlds)
 
@@ -92,17 +93,19 @@ async def import_(args, config) -> int:
     return 0
 
 
-async def _scopes(db, scope: str | None) -> list[str]:
+async def _scopes(db, scope: str | None, chats_only: bool = False) -> list[str]:
+    """``scope``, or every scope with worlds (``chats_only``: not simulations' scopes)."""
     if scope:
         return [scope]
-    return [r["scope"] for r in await db.fetchall("SELECT DISTINCT scope FROM worlds ORDER BY scope")]
+    found = [r["scope"] for r in await db.fetchall("SELECT DISTINCT scope FROM worlds ORDER BY scope")]
+    return [s for s in found if not (chats_only and is_sim_scope(s))]
 
 
 async def worlds(args, config) -> int:
     db, engine = await open_memory(config)
     try:
         out = []
-        for scope in await _scopes(db, args.scope):
+        for scope in await _scopes(db, args.scope, chats_only=True):
             held = await engine.messages_of(scope)
             for w in await engine.worlds(Viewer.operator(scope)):  # the operator sees every audience
                 out.append({"scope": scope, "audience": w.audience, "id": w.id, "topic": w.topic,

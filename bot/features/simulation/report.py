@@ -23,7 +23,8 @@ from engine.sim.report.charts import TITLES
 from engine.sim.simulations import ReportListener
 
 
-async def post_report(app, reply: Reply, scope: str, channel: str, sim_id: str, folder: Path) -> None:
+async def post_report(reply: Reply, sim_id: str, folder: Path) -> list[str]:
+    """Post the report's summary, charts and file; the ids of the messages posted."""
     out = report_dir(folder)
     summary = (out / "summary.txt").read_text(encoding="utf-8") if (out / "summary.txt").exists() else ""
     sent = [await reply.send(f"📊 Report of simulation `{sim_id}`\n{summary}".strip())]
@@ -31,7 +32,12 @@ async def post_report(app, reply: Reply, scope: str, channel: str, sim_id: str, 
     for chart in sorted(charts.glob("*.png")) + sorted(charts.glob("*.gif")):  # the belief replay after the PNGs
         sent.append(await reply.upload(chart, caption=TITLES.get(chart.stem, chart.stem), image=True))
     sent.append(await reply.upload(out / "report.md", caption=f"Full report of simulation {sim_id}"))
-    await simulations(app).note_report_messages(sim_id, scope, channel, [s.message_id for s in sent])
+    return [s.message_id for s in sent]
+
+
+async def share_report(app, reply: Reply, scope: str, channel: str, sim_id: str, folder: Path) -> None:
+    """Post the report in a channel and remember its messages: a reply to one asks the report."""
+    await simulations(app).note_report_messages(sim_id, scope, channel, await post_report(reply, sim_id, folder))
 
 
 def poster(app) -> ReportListener:
@@ -39,7 +45,7 @@ def poster(app) -> ReportListener:
     async def written(job, sim_id: str, result: ReportResult) -> None:
         reply = app.reply_to(job.job.scope, job.job.channel) if job.job.channel else None
         if reply is not None:
-            await post_report(app, reply, job.job.scope, job.job.channel, sim_id, result.path.parent.parent)
+            await share_report(app, reply, job.job.scope, job.job.channel, sim_id, result.path.parent.parent)
     return written
 
 
@@ -53,7 +59,7 @@ def setup(app) -> None:
                 and "report" in (job.result or {}).get("steps", {})):
             reply = app.reply_to(job.scope, job.channel)
             if reply is not None:
-                task = asyncio.ensure_future(post_report(app, reply, job.scope, job.channel, job.result["sim_id"],
+                task = asyncio.ensure_future(share_report(app, reply, job.scope, job.channel, job.result["sim_id"],
                                                          Path(job.result["folder"])))
                 app.background.add(task)
                 task.add_done_callback(app.background.discard)
@@ -78,7 +84,7 @@ def setup(app) -> None:
             await reportchat.ask(ctx, sim)
             return
         if (report_dir(sim.folder) / "report.md").exists():
-            await post_report(app, ctx.reply, ctx.scope, ctx.message.channel, sim.id, sim.folder)
+            await share_report(app, ctx.reply, ctx.scope, ctx.message.channel, sim.id, sim.folder)
             return
         if sims.llm is None:
             raise UsageError("reports need an LLM: set [llm] base_url in config.toml")
