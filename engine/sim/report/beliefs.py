@@ -24,8 +24,9 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from engine.sim.report.charts import LABEL_SIZE, TICK_SIZE, TITLE_SIZE, _empty, _legend_below, _style  # noqa: E402
-from engine.sim.report.stats import PLATFORMS  # noqa: E402
+from engine.sim.report.charts import (LABEL_SIZE, TICK_SIZE, TITLE_SIZE, _empty, _legend_below, _style,  # noqa: E402
+                                     mark_injected)
+from engine.sim.report.stats import PLATFORMS, InjectedEvent  # noqa: E402
 from engine.sim.stance import RoundSplit  # noqa: E402
 
 CAMPS = (("for", "#2ca02c"), ("neutral", "#9e9e9e"), ("against", "#d62728"))
@@ -37,8 +38,9 @@ MAX_GIF_BYTES = 2 * 1024 * 1024
 Scores = list[tuple[str, int, int, float]]   # (platform, round, agent_id, score)
 
 
-def belief_figure(splits: list[RoundSplit]) -> Figure:
-    """Agents for / neutral / against per round, one panel per platform, stacked areas."""
+def belief_figure(splits: list[RoundSplit], injected: list[InjectedEvent] = ()) -> Figure:
+    """Agents for / neutral / against per round, one panel per platform, stacked areas; the
+    rounds of ``injected`` events marked as on the activity chart."""
     platforms = sorted({s.platform for s in splits}, key=_platform_order)
     fig = Figure(figsize=(7, 2.6 * max(1, len(platforms)) + 1.2))
     if not platforms:
@@ -66,10 +68,11 @@ def belief_figure(splits: list[RoundSplit]) -> Figure:
         ax.set_ylim(bottom=0)
         ax.tick_params(labelsize=TICK_SIZE)
         ax.grid(alpha=0.3)
+        marks = mark_injected(ax, [e for e in injected if platform in e.posts])
     axes[-1].set_xlabel("round", fontsize=LABEL_SIZE)
     fig.suptitle("Beliefs per round", fontsize=TITLE_SIZE)
     handles = [Patch(color=colour, label=camp) for camp, colour in CAMPS]
-    _legend_below(axes[-1], handles, ncol=3, gap=0.35)
+    _legend_below(axes[-1], handles + marks[:4], ncol=3 if not marks else 1, gap=0.35)
     return fig
 
 
@@ -156,12 +159,12 @@ def belief_replay(roster: dict[str, list[tuple[int, str]]], scores: Scores, spli
 
 
 def draw_beliefs(splits: list[RoundSplit], scores: Scores, roster: dict[str, list[tuple[int, str]]],
-                 charts_dir: Path) -> dict[str, Path]:
+                 charts_dir: Path, injected: list[InjectedEvent] = ()) -> dict[str, Path]:
     """The PNG split chart and the GIF replay in ``charts_dir``: name -> path (the GIF only when
     some agent was scored)."""
     charts_dir.mkdir(parents=True, exist_ok=True)
     png = charts_dir / "beliefs.png"
-    belief_figure(splits).savefig(png, dpi=110, bbox_inches="tight")
+    belief_figure(splits, injected).savefig(png, dpi=110, bbox_inches="tight")
     out = {"beliefs": png}
     if (gif := belief_replay(roster, scores, splits, charts_dir / GIF_NAME)) is not None:
         out["belief_replay"] = gif

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from engine.sim.report.stats import SimStats  # noqa: E402
+from engine.sim.report.stats import InjectedEvent, SimStats  # noqa: E402
 from engine.words import plural  # noqa: E402
 
 CHARTS_DIR = Path("report") / "charts"
@@ -76,11 +76,11 @@ def _legend_above(ax) -> None:
 INJECTED_COLOUR = "#7a5195"
 
 
-def mark_injected(ax, stats: SimStats) -> list[Line2D]:
+def mark_injected(ax, injected: list[InjectedEvent]) -> list[Line2D]:
     """A dashed vertical line at the round (from 1) of each injected event (events of one round
     share a line); returns legend handles that say which source posted what in that round."""
     by_round: dict[int, list] = {}
-    for event in stats.injected:
+    for event in injected:
         by_round.setdefault(event.round + 1, []).append(event)
     handles = []
     for number, events in sorted(by_round.items()):
@@ -108,7 +108,7 @@ def activity_figure(stats: SimStats) -> Figure:
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        injected = mark_injected(ax, stats)
+        injected = mark_injected(ax, stats.injected)
         _legend_above(ax)
         if injected:  # a second legend, under the axes: the platforms' one stays
             ax.add_artist(ax.get_legend())
