@@ -126,6 +126,13 @@ class SimulationSection(Section):
     max_steps_per_round: int = Field(3, ge=1, le=20)   # LLM steps an active agent takes in one round
     follow_density: float = Field(0.2, ge=0.0, le=1.0)  # seeded follow graph, scaled by influence
     run_llm_concurrency: int = Field(64, ge=1, le=512)  # agent requests in flight per platform
+    # Where runs execute: child processes of this bot process, or actors on a Ray cluster.
+    executor: Literal["local", "ray"] = "local"
+    ray_address: str = ""                # "" starts Ray on this machine; "auto" or host:port joins a cluster
+    ray_namespace: str = "worldbot"
+    ray_num_cpus: float = Field(1.0, ge=0.0)   # CPUs Ray reserves for each run
+    ray_resources: dict[str, float] = {}       # custom resources each run needs (to pick its nodes)
+    run_lost_restarts: int = Field(2, ge=0, le=10)  # resumes of a run whose node was lost
     # /simulate asks for /confirm when its estimate exceeds this many dollars (0: never), or,
     # for a model without a price, this many tokens (0: never).
     confirm_above_usd: float = Field(1.0, ge=0.0)

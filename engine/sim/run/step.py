@@ -14,7 +14,7 @@ from engine.owners import ProcessOwner
 from engine.llm.usage import UsageLedger
 from engine.sim import pipeline
 from engine.sim.run.accounting import RunUsage
-from engine.sim.run.executor import LocalExecutor
+from engine.sim.run.executor import make_executor
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
 
 _services: "weakref.WeakKeyDictionary[Database, SimRuns]" = weakref.WeakKeyDictionary()
@@ -26,7 +26,7 @@ def settings_from(config: Config) -> RunSettings:
                        interview_timeout_s=s.interview_timeout_s, memory_rounds=s.agent_memory_rounds,
                        max_steps_per_round=s.max_steps_per_round, follow_density=s.follow_density,
                        llm_concurrency=s.run_llm_concurrency, context_tokens=s.agent_context_tokens,
-                       progress_interval_s=config.jobs.progress_interval_s)
+                       progress_interval_s=config.jobs.progress_interval_s, lost_restarts=s.run_lost_restarts)
 
 
 def runs_for(db: Database, config: Config, owner: ProcessOwner | None = None,
@@ -38,7 +38,7 @@ def runs_for(db: Database, config: Config, owner: ProcessOwner | None = None,
     if runs is None:
         llm = LLMTarget(config.llm.base_url, config.llm.model, config.llm.api_key_env, config.llm.timeout_s)
         usage = RunUsage(db, ledger or UsageLedger(config.llm, db), config.llm.model)
-        runs = _services[db] = SimRuns(db, LocalExecutor(), llm, settings_from(config), owner, usage)
+        runs = _services[db] = SimRuns(db, make_executor(config.simulation), llm, settings_from(config), owner, usage)
     return runs
 
 
