@@ -26,7 +26,8 @@ from engine.config import Config  # noqa: E402
 from engine.db import open_database  # noqa: E402
 from engine.embedder import Embedder  # noqa: E402
 from engine.llm import LLMClient  # noqa: E402
-from engine.sim import pipeline  # noqa: E402
+from engine.sim import pipeline, records  # noqa: E402
+from engine.sim.context import SimContext  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
 from tests.fakes.sim_responder import SimResponder  # noqa: E402
 
@@ -62,9 +63,9 @@ async def run_once(server: FakeOpenAI, embedder, workdir: Path, size: int, agent
     db = await open_database(workdir / f"bench_{size}_{agents}.sqlite3")
     llm = LLMClient(config.llm, db)
     try:
-        sim_id, spec = await pipeline.create_simulation(db, config, [doc], "How will opinion on the strike evolve?",
-                                                        "bench:local", agents=agents, rounds=24)
-        ctx = pipeline.SimContext(sim_id, config.data_dir / "sims" / sim_id, db, llm, embedder, spec, config)
+        sim_id, spec = await records.create(db, config, [doc], "How will opinion on the strike evolve?",
+                                            "bench:local", agents=agents, rounds=24)
+        ctx = SimContext(sim_id, config.data_dir / "sims" / sim_id, db, llm, embedder, spec, config)
         times: dict[str, float] = {}
         steps = []
         for name, fn in pipeline.STEPS[:3]:
@@ -75,7 +76,7 @@ async def run_once(server: FakeOpenAI, embedder, workdir: Path, size: int, agent
                 return out
             steps.append((name, timed))
         results = await pipeline.run_pipeline(ctx, steps)
-        done = await pipeline.completed_steps(db, sim_id)
+        done = await records.completed_steps(db, sim_id)
         return {"size": size, "chars": len(doc.read_text()), "agents": agents, "results": results,
                 "steps": {n: (done[n]["llm_calls"], done[n]["tokens"], times[n]) for n in done}}
     finally:

@@ -12,7 +12,7 @@ import asyncio
 import importlib
 import logging
 import time
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from bot.adapters.base import Adapters
 from bot.commands.registry import CommandContext, Registry, UsageError, parse_text_args
@@ -20,8 +20,12 @@ from bot.files import FileRetention
 from bot.neutral import Attachment, Incoming, Reply
 from engine.config import Config
 from engine.db import Database, open_database
+from engine.embedder import Embedder
 from engine.jobs import Job, JobError, JobRunner
 from engine.owners import ProcessOwner
+
+if TYPE_CHECKING:
+    from engine.sim.simulations import Simulations
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +35,6 @@ FEATURES = [
     "bot.features.memory",
     "bot.features.llm",
     "bot.features.simulation",
-    "bot.features.simrun",
-    "bot.features.report",
     "bot.features.digest",
 ]
 
@@ -61,7 +63,10 @@ class App:
         self.on_ready: list[ReadyHook] = []  # fn(platform) once an adapter is connected
         self.on_audiences: list[AudienceHook] = []  # fn(scope, {channel: audience}) when who can read changed
         self.interrupted: list[Job] = []
-        self.services: dict[str, Any] = {}  # engine services features share (memory, llm, sims)
+        self.services: dict[str, Any] = {}  # engine services features share (memory, llm, scheduler)
+        # One embedder per process (the model loads once, on first use): memory's and the simulations'.
+        self.embedder = Embedder.from_config(config.embedder)
+        self.sims: Simulations | None = None  # set by bot.features.simulation
         self.adapters = Adapters()
         self.background: set = set()  # tasks that follow jobs; kept so they are not collected
         self._settings: dict[tuple[str, str, str], str | None] = {}  # (scope, channel, key) -> value

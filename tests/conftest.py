@@ -44,13 +44,3 @@ def bot_env(**extra: str) -> dict[str, str]:
     env.pop("TELEGRAM_BOT_TOKEN", None)
     return env
 
-
-@pytest.fixture(autouse=True)
-def _pipeline_steps():
-    """Features append their steps (run, report) to the pipeline's module-level list when they
-    are set up; every test starts from the steps the pipeline module itself defines."""
-    from engine.sim import pipeline
-
-    saved = list(pipeline.STEPS)
-    yield
-    pipeline.STEPS[:] = saved

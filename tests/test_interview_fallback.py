@@ -12,7 +12,7 @@ from tests.fakes.openai_server import SocialResponder
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 
-FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.simrun"]
+FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation"]
 
 
 async def test_interview_falls_back_to_personas_with_a_label(openai_server, tmp_path, capsys):  # noqa: F811

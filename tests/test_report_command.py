@@ -10,14 +10,16 @@ from bot.app import App
 from bot.neutral import Incoming, Reply, Sent
 from bot.scheduler import build_digest
 from engine.config import parse_config
-from engine.sim import pipeline
+from engine.sim import records
+from engine.sim.context import SimContext
+from engine.sim.pipeline import run_pipeline
 from engine.sim.report.step import step as report_step
 from tests.chat_helpers import Outlet
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.simdata import write_graph
 from tests.test_report_agent import folder, scripted  # noqa: F401
 
-FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.report"]
+FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation"]
 
 
 class Recorded(Sent):
@@ -60,13 +62,19 @@ async def app(tmp_path, openai_server):  # noqa: F811
     await app.close()
 
 
+async def ran(app, sim_id: str) -> None:
+    """Record the simulation's run as done (its folder holds a real oasis run)."""
+    await app.db.execute("INSERT INTO sim_steps(sim_id, step, finished_at) VALUES (?, 'run', 'x')", (sim_id,))
+
+
 def said(text: str) -> Incoming:
     return Incoming("console", "console:local", "console", "u1", "user", text)
 
 
 async def test_report_command_writes_then_posts_summary_charts_and_file(app, folder, openai_server):  # noqa: F811
     openai_server.responder = scripted
-    await write_graph(app.db, "sim1", folder, app.services["embedder"])
+    await write_graph(app.db, "sim1", folder, app.embedder)
+    await ran(app, "sim1")
     reply = app.reply
     await app.dispatch(said("/report sim1"), reply)
     assert "Writing the report of simulation `sim1`" in reply.of("send")[0][1]
@@ -97,10 +105,12 @@ async def test_report_command_refusals(app, folder, tmp_path):
     reply = RecordingReply()
     await app.dispatch(said("/report nosuch"), reply)
     assert reply.log == [("send", "⚠ no simulation nosuch here. /sims lists them.")]
-    # a simulation that has not run: the job fails with a clear message, nothing is posted
-    await write_graph(app.db, "sim2", tmp_path / "empty", app.services["embedder"])
+    # a simulation that has not run: said at once, no job; a report job fails with a clear message
+    await write_graph(app.db, "sim2", tmp_path / "empty", app.embedder)
     await app.dispatch(said("/report sim2"), reply)
-    job = (await app.jobs.list(scope="console:local", kind="report"))[0]
+    assert reply.log[-1] == ("send", "Simulation `sim2` has no report: its run never took place.")
+    assert await app.jobs.list(kind="report") == []
+    job = await app.sims.submit_report("sim2", "console:local", "console", "u1")
     job = await app.jobs.wait(job.id)
     assert job.state == "failed" and job.error == "simulation sim2 has not finished its run yet: there is nothing to report"
     assert reply.of("file") == []
@@ -116,24 +126,23 @@ async def test_report_command_refusals(app, folder, tmp_path):
 
 async def test_report_as_a_pipeline_step(app, folder, openai_server):  # noqa: F811
     openai_server.responder = scripted
-    await write_graph(app.db, "sim1", folder, app.services["embedder"])
-    spec, sim_folder, _, _ = await pipeline.load_simulation(app.db, "sim1")
-    ctx = pipeline.SimContext("sim1", sim_folder, app.db, app.services["llm"],
-                              app.services["embedder"], spec, app.config)
-    results = await pipeline.run_pipeline(ctx, [("report", report_step)])
+    await write_graph(app.db, "sim1", folder, app.embedder)
+    await ran(app, "sim1")
+    sim = await records.get(app.db, "sim1")
+    ctx = SimContext("sim1", sim.folder, app.db, app.services["llm"], app.embedder, sim.spec, app.config)
+    results = await run_pipeline(ctx, [("report", report_step)])
     summary = results["report"]
     assert summary["report"] == str(folder / "report" / "report.md")
     assert summary["sections"] == 2 and summary["charts"] == 4 and summary["tool_calls"] == 5
     assert summary["unverified_citations"] == 1
-    done = await pipeline.completed_steps(app.db, "sim1")
+    done = await records.completed_steps(app.db, "sim1")
     assert done["report"]["llm_calls"] > 0
 
 
 async def test_a_simulation_ending_with_its_report_posts_it_in_its_channel(app, folder, openai_server):  # noqa: F811
     openai_server.responder = scripted
-    await write_graph(app.db, "sim1", folder, app.services["embedder"])
-    assert [name for name, _ in pipeline.STEPS][-1] == "report"
-    for step in ("ontology", "graph", "environment"):   # prepared already: the job goes to the report
+    await write_graph(app.db, "sim1", folder, app.embedder)
+    for step in ("ontology", "graph", "environment", "run"):   # run already: the job goes to the report
         await app.db.execute("INSERT INTO sim_steps(sim_id, step, finished_at) VALUES ('sim1', ?, 'x')", (step,))
     job = await app.jobs.submit("simulation", {"sim_id": "sim1"}, "console:local", channel="console")
     job = await app.jobs.wait(job.id)

@@ -40,6 +40,7 @@ def test_most_engaged_posts_count_likes_comments_and_reposts(sim):
     assert stats.find_post("reddit", 1).dislikes == 1
     assert stats.find_post("twitter", 4).content == "Agreed, commuters pay enough already."
     assert stats.find_post("reddit", 2).round == 2     # from the log: reddit stamps real dates
+    assert stats.find_post("twitter", 1).round == 0    # written in round 1; liked in round 2 and 3
 
 
 def test_agents_and_interactions(sim):

@@ -11,6 +11,7 @@ from bot.adapters.console import Console
 from bot.app import App
 from bot.cli import main
 from engine.config import load_config
+from engine.sim import pipeline
 from tests.fakes.openai_server import Raw
 from tests.fakes.report_responder import PipelineResponder
 from tests.fakes.sim_responder import SimResponder
@@ -87,10 +88,11 @@ async def test_chat_commands_through_the_console(openai_server, embedder, tmp_pa
     openai_server.responder = SimResponder()
     config = load_config(write_config(tmp_path, openai_server))
     app = await App.create(config, ["bot.features.core", "bot.features.llm", "bot.features.simulation"])
+    app.sims.steps = pipeline.STEPS[:3]  # steps 1-3 only: the run and the report have tests of their own
     console = app.adapters.add(Console(app, interactive=False))
     await app.start()
     try:
-        assert "sim_graph" in app.services and "llm" in app.services
+        assert app.sims.llm is app.services["llm"] and app.sims.embedder is app.embedder
         await console.handle_line(f"/simulate {SAMPLE} How will the strike end? --agents 3 --rounds 2")
         out = capsys.readouterr().out
         assert "Simulation `" in out, out

@@ -6,6 +6,7 @@ from pathlib import Path
 from bot.adapters.console import Console
 from bot.app import App
 from engine.config import load_config, parse_config
+from engine.sim import pipeline
 from engine.documents import Document
 from engine.sim.estimate import estimate
 from engine.sim.sizing import Sizes
@@ -33,6 +34,7 @@ async def test_costly_simulation_waits_for_confirm_from_the_same_person(openai_s
     path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\nmodel = "m"\n'
                     '[llm.prices.m]\ninput = 100.0\noutput = 100.0\n[simulation]\nconfirm_above_usd = 0.5\n')
     app = await App.create(load_config(path), ["bot.features.core", "bot.features.llm", "bot.features.simulation"])
+    app.sims.steps = pipeline.STEPS[:3]  # steps 1-3: the confirmed job finishes before the run
     console = app.adapters.add(Console(app, interactive=False))
     await app.start()
     try:

@@ -10,7 +10,8 @@ from pathlib import Path
 from engine.config import Config
 from engine.jobs import JobRunner
 from engine.llm import LLMClient
-from engine.sim import pipeline
+from engine.sim import pipeline, records
+from engine.sim.context import SimContext
 from engine.sim.envmodels import CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES, SimulationConfig
 from engine.sim.graphstore import GraphStore
 from tests.fakes.openai_server import Raw
@@ -18,6 +19,7 @@ from tests.fakes.sim_responder import SimResponder
 from tests.llm_fixtures import db, embedder, fake_openai, openai_server  # noqa: F401
 
 SAMPLE = Path(__file__).parent / "data" / "harbour_strike.md"
+PREPARE = pipeline.STEPS[:3]  # steps 1-3: these tests stop before the run
 REQUIREMENT = "How will public opinion on the Valmora port strike evolve over the next day?"
 
 
@@ -33,9 +35,8 @@ def make_config(tmp_path, server, **llm) -> Config:
 async def start(db, config, embedder, agents=None, rounds=None):
     llm = LLMClient(config.llm, db)
     runner = JobRunner(db)
-    runner.register("simulation", pipeline.job_handler(db, config, llm, embedder))
-    sim_id, _ = await pipeline.create_simulation(db, config, [SAMPLE], REQUIREMENT, "console:local",
-                                                 agents=agents, rounds=rounds)
+    runner.register("simulation", pipeline.job_handler(db, config, llm, embedder, steps=PREPARE))
+    sim_id, _ = await records.create(db, config, [SAMPLE], REQUIREMENT, "console:local", agents=agents, rounds=rounds)
     return llm, runner, sim_id
 
 
@@ -80,7 +81,7 @@ async def test_steps_1_to_3_end_to_end(openai_server, db, embedder, tmp_path):
     assert {"username", "bio", "persona", "age", "gender", "mbti", "country", "realname"} <= set(reddit[0])
     assert all(p["mbti"] != "XXXX" and len(p["mbti"]) == 4 for p in reddit)
 
-    steps = await pipeline.completed_steps(db, sim_id)
+    steps = await records.completed_steps(db, sim_id)
     assert list(steps) == ["ontology", "graph", "environment"]
     assert steps["ontology"]["llm_calls"] == responder.counts["ontology"] == 1
     assert steps["graph"]["llm_calls"] == responder.counts["extraction"] == steps["graph"]["summary"]["chunks"]
@@ -104,7 +105,7 @@ async def test_resume_after_crash_redoes_nothing(openai_server, db, embedder, tm
     llm, runner, sim_id = await start(db, config, embedder)
     job = await runner.wait((await runner.submit("simulation", {"sim_id": sim_id}, "console:local")).id)
     assert job.state == "failed" and "API key" in job.error
-    assert list(await pipeline.completed_steps(db, sim_id)) == ["ontology", "graph"]
+    assert list(await records.completed_steps(db, sim_id)) == ["ontology", "graph"]
     before = dict(responder.counts)
 
     fail_personas["on"] = False
@@ -113,7 +114,7 @@ async def test_resume_after_crash_redoes_nothing(openai_server, db, embedder, tm
     assert job.state == "done", job.error
     assert responder.counts["ontology"] == before["ontology"] == 1
     assert responder.counts["extraction"] == before["extraction"]
-    assert list(await pipeline.completed_steps(db, sim_id)) == ["ontology", "graph", "environment"]
+    assert list(await records.completed_steps(db, sim_id)) == ["ontology", "graph", "environment"]
     await llm.close()
 
 
@@ -141,7 +142,7 @@ async def test_interrupted_graph_step_keeps_finished_chunks(openai_server, db, e
 
     gate["stall"] = False
     runner2 = JobRunner(db)
-    runner2.register("simulation", pipeline.job_handler(db, config, llm, embedder))
+    runner2.register("simulation", pipeline.job_handler(db, config, llm, embedder, steps=PREPARE))
     await runner2.resume(job.id)
     job = await runner2.wait(job.id)
     assert job.state == "done", job.error
@@ -187,8 +188,8 @@ async def test_graph_reading_api(openai_server, db, embedder, tmp_path):
     openai_server.responder = SimResponder()
     config = make_config(tmp_path, openai_server)
     llm, runner, sim_id = await start(db, config, embedder)
-    ctx = pipeline.SimContext(sim_id, config.data_dir / "sims" / sim_id, db, llm, embedder,
-                              (await pipeline.load_simulation(db, sim_id))[0], config)
+    ctx = SimContext(sim_id, config.data_dir / "sims" / sim_id, db, llm, embedder,
+                     (await records.get(db, sim_id)).spec, config)
     await pipeline.run_pipeline(ctx, pipeline.STEPS[:2])
     store = ctx.graph
     facts = await store.facts(sim_id)

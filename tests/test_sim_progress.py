@@ -41,7 +41,7 @@ def states_shown(out: str, job_id: str) -> list[str]:
 async def test_states_in_order_running_step_stop_and_counters_after_resume(openai_server, tmp_path, capsys):
     openai_server.responder = SocialResponder(delay=0.2)   # slow enough to look during a round
     app, console = await console_bot(tmp_path, openai_server.base_url, run_idle_s=0)
-    runs = app.services["sim_runs"]
+    runs = app.sims.runs
     try:
         folder = tmp_path / "sim"
         make_sim_folder(folder, agents=4, rounds=8, sim_id="p1", everyone_everywhere=True)

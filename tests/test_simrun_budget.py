@@ -16,6 +16,7 @@ from bot.adapters.console import Console
 from bot.app import App
 from engine.config import LLMSection, load_config
 from engine.llm.usage import UsageLedger
+from engine.sim import pipeline
 from engine.sim.run.accounting import RunUsage
 from engine.sim.run.executor import REPO_ROOT, LocalExecutor, child_pid_alive
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
@@ -104,8 +105,8 @@ async def test_the_channel_is_told_which_cap_stopped_the_run_and_resumes_it_once
     path = tmp_path / "config.toml"
     path.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n'
                     f'job_budget_tokens = {cap}\n[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 0.5\n')
-    app = await App.create(load_config(path), ["bot.features.core", "bot.features.llm", "bot.features.simulation",
-                                               "bot.features.simrun"])
+    app = await App.create(load_config(path), ["bot.features.core", "bot.features.llm", "bot.features.simulation"])
+    app.sims.steps = pipeline.STEPS[:4]  # the job ends with the run
     console = app.adapters.add(Console(app, interactive=False))
     await app.start()
     try:

@@ -25,6 +25,7 @@ COMMANDS = [
     "bot.cli.discord",
     "bot.cli.memory",
     "bot.cli.recall",
+    "bot.cli.export",
 ]
 
 

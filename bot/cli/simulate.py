@@ -11,14 +11,14 @@ from pathlib import Path
 from tqdm import tqdm
 
 from bot.app import App
+from bot.features.simulation.access import simulations
 from engine.documents import DocumentError, check_document, read_documents
 from engine.jobs import JobError
-from engine.sim import pipeline, sizing
+from engine.sim import sizing
 from engine.sim.estimate import estimate
 from engine.words import plural
 
-FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation", "bot.features.simrun",
-            "bot.features.report"]
+FEATURES = ["bot.features.core", "bot.features.llm", "bot.features.simulation"]
 SCOPE = "console:local"
 
 
@@ -75,12 +75,13 @@ async def simulate(args, config) -> int:
     bars = _Bars(sys.stderr)
     try:
         await app.start()
+        sims = simulations(app)
         if args.resume:
-            if await pipeline.load_simulation(app.db, args.resume) is None:
+            sim = await sims.get(args.resume)
+            if sim is None:
                 print(f"error: no simulation {args.resume}", file=sys.stderr)
                 return 2
-            last_job = await app.jobs.get(await app.db.fetchval(
-                "SELECT job_id FROM simulations WHERE id=?", (args.resume,)) or "")
+            last_job = await sims.job_of(sim)
             if last_job is not None and (where := await app.jobs.elsewhere(last_job)) is not None:
                 print(f"error: simulation {args.resume} is running in {where}; it continues there",
                       file=sys.stderr)
@@ -99,15 +100,14 @@ async def simulate(args, config) -> int:
                       f"estimated {cost.describe()}", file=sys.stderr)
                 for note in sizes.notes:
                     print(f"note: {note}", file=sys.stderr)
-                sim_id, _ = await pipeline.create_simulation(
-                    app.db, config, files, args.requirement, SCOPE, agents=args.agents, rounds=args.rounds,
-                    folder=Path(args.out).expanduser() if args.out else None)
+                sim_id, _ = await sims.create(files, args.requirement, SCOPE, agents=args.agents,
+                                              rounds=args.rounds,
+                                              folder=Path(args.out).expanduser() if args.out else None)
             except (DocumentError, JobError) as err:
                 print(f"error: {err}", file=sys.stderr)
                 return 2
         app.jobs.subscribe(bars)
-        job = await app.jobs.submit("simulation", {"sim_id": sim_id}, SCOPE, title=f"simulation {sim_id}",
-                                    started_by=getpass.getuser())
+        job = await sims.submit(sim_id, SCOPE, None, getpass.getuser())
         job = await app.jobs.wait(job.id)
         bars.close()
         if job.state != "done":

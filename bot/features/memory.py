@@ -14,7 +14,6 @@ from bot.app import MEMORY_SETTING
 from bot.commands.registry import Arg, CommandContext, UsageError
 from bot.neutral import Incoming
 from bot.permissions import ADMIN, EVERYONE, ByAction
-from engine.embedder import Embedder
 from engine.llm.client import person_waiting
 from engine.llm.errors import LLMError
 from engine.memory import MemoryEngine, MemoryMessage, RecallResult, WorldInfo
@@ -83,7 +82,7 @@ def viewer(ctx: CommandContext) -> Viewer:
 
 def setup(app) -> None:
     cfg = app.config
-    embedder = Embedder.from_config(cfg.embedder)
+    embedder = app.embedder
     engine = MemoryEngine(app.db, embedder, cfg.memory)
     app.services["memory"] = engine
     queue = IngestQueue(engine, cfg.memory.ingest_queue_max, cfg.memory.ingest_batch_max,

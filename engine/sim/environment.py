@@ -37,7 +37,7 @@ from engine.sim.ontology import Ontology, is_organization
 from engine.words import plural
 
 if TYPE_CHECKING:
-    from engine.sim.pipeline import SimContext
+    from engine.sim.context import SimContext
 
 
 class PlannedPost(BaseModel):

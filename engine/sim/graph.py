@@ -30,7 +30,7 @@ from engine.sim.graphstore import NewEdge, NewEntity, normalise_name
 from engine.sim.ontology import Ontology, relation_name
 
 if TYPE_CHECKING:
-    from engine.sim.pipeline import SimContext
+    from engine.sim.context import SimContext
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from engine.llm.content_checks import ContentChecks
 from engine.words import plural
 
 if TYPE_CHECKING:
-    from engine.sim.pipeline import SimContext
+    from engine.sim.context import SimContext
 
 log = logging.getLogger(__name__)
 

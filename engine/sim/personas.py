@@ -22,7 +22,7 @@ from engine.sim.graphstore import EntityRecord, normalise_name
 from engine.sim.ontology import is_organization
 
 if TYPE_CHECKING:
-    from engine.sim.pipeline import SimContext
+    from engine.sim.context import SimContext
 
 MBTI = [a + b + c + d for a in "EI" for b in "NS" for c in "TF" for d in "JP"]
 STANCES = ("supportive", "opposing", "neutral", "observer")

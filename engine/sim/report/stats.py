@@ -21,6 +21,8 @@ PLATFORMS = ("twitter", "reddit")
 ACTIONS_LOG = "actions.jsonl"
 # oasis bookkeeping rather than choices of an agent: every agent "refreshes" before it acts.
 NOT_ACTIONS = {"sign_up", "refresh", "update_rec_table", "interview", "exit"}
+# The actions that write a post, and where their log line names the post written.
+POST_MADE = {"create_post": "post_id", "quote_post": "new_post_id", "repost": "new_post_id"}
 # A follow the run step seeded before round 1 (it is in the follow table but in no logged action).
 SEEDED_FOLLOW = "seeded_follow"
 
@@ -165,11 +167,16 @@ def _connect(db_path: Path) -> sqlite3.Connection:
     return conn
 
 
+def users(conn: sqlite3.Connection) -> dict[int, tuple[int, str]]:
+    """A platform database's user id -> (agent id, name shown)."""
+    return {r["user_id"]: (r["agent_id"], r["user_name"] or r["name"] or f"agent{r['agent_id']}")
+            for r in conn.execute("SELECT user_id, agent_id, user_name, name FROM user")}
+
+
 def _platform_stats(sim_dir: Path, platform: str):
     conn = _connect(platform_db(sim_dir, platform))
     try:
-        names = {r["user_id"]: (r["agent_id"], r["user_name"] or r["name"] or f"agent{r['agent_id']}")
-                 for r in conn.execute("SELECT user_id, agent_id, user_name, name FROM user")}
+        names = users(conn)
 
         def who(user_id: int) -> tuple[int, str]:
             return names.get(user_id, (user_id, f"user{user_id}"))
@@ -190,8 +197,8 @@ def _platform_stats(sim_dir: Path, platform: str):
                 if row["action"] in NOT_ACTIONS:
                     continue
                 info = row.get("info")
-                if isinstance(info, dict) and isinstance(info.get("post_id"), int):
-                    post_round[info["post_id"]] = row["round"]
+                if isinstance(info, dict) and isinstance(made := info.get(POST_MADE.get(row["action"], "")), int):
+                    post_round[made] = row["round"]   # when it was written, not when it was last liked
                 if row["action"] == "follow" and isinstance(info, dict) and isinstance(info.get("follow_id"), int):
                     run_follows.add(info["follow_id"])
                 rounds[row["round"]] += 1

@@ -1,23 +1,21 @@
 """Step 4 of the simulation pipeline ("run"): the prepared environment runs on camel-oasis.
 
-``register()`` appends the step to ``engine.sim.pipeline.STEPS`` (once per process). The step
-uses the ``SimRuns`` service of its database (``runs_for``), so the chat commands that stop,
-resume or interview a run reach the same live process.
+The step uses the ``SimRuns`` service it is given (``ctx.runs``), the one the bot process or the
+CLI built with ``make_runs``, so the chat commands that stop, resume or interview a run reach
+the same live process. There is one such service per process; whoever needs it is handed it.
 """
 from __future__ import annotations
 
-import weakref
-
 from engine.config import Config
 from engine.db import Database
-from engine.owners import ProcessOwner
+from engine.jobs import JobError
 from engine.llm.usage import UsageLedger
-from engine.sim import pipeline
+from engine.owners import ProcessOwner
+from engine.sim.context import SimContext
 from engine.sim.run.accounting import RunUsage
-from engine.sim.run.executor import make_executor
+from engine.sim.run.executor import Executor, make_executor
+from engine.sim.run.observers import RoundObserver
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
-
-_services: "weakref.WeakKeyDictionary[Database, SimRuns]" = weakref.WeakKeyDictionary()
 
 
 def settings_from(config: Config) -> RunSettings:
@@ -29,33 +27,25 @@ def settings_from(config: Config) -> RunSettings:
                        progress_interval_s=config.jobs.progress_interval_s, lost_restarts=s.run_lost_restarts)
 
 
-def runs_for(db: Database, config: Config, owner: ProcessOwner | None = None,
-             ledger: UsageLedger | None = None) -> SimRuns:
-    """The run service of this database (one per bot process, created on first use, with the
-    process's ``owner`` when given). Runs record their LLM usage in ``ledger``, the shared LLM
-    client's, so its budget checks see it."""
-    runs = _services.get(db)
-    if runs is None:
-        llm = LLMTarget(config.llm.base_url, config.llm.model, config.llm.api_key_env, config.llm.timeout_s)
-        usage = RunUsage(db, ledger or UsageLedger(config.llm, db), config.llm.model)
-        runs = _services[db] = SimRuns(db, make_executor(config.simulation), llm, settings_from(config), owner, usage)
-    return runs
+def make_runs(db: Database, config: Config, owner: ProcessOwner | None = None, ledger: UsageLedger | None = None,
+              executor: Executor | None = None, observers: list[RoundObserver] | None = None) -> SimRuns:
+    """The run service of one process (with the process's ``owner`` when given). Runs record
+    their LLM usage in ``ledger``, the shared LLM client's, so its budget checks see it."""
+    llm = LLMTarget(config.llm.base_url, config.llm.model, config.llm.api_key_env, config.llm.timeout_s)
+    usage = RunUsage(db, ledger or UsageLedger(config.llm, db), config.llm.model)
+    return SimRuns(db, executor or make_executor(config.simulation), llm, settings_from(config), owner, usage, observers)
 
 
-async def step(ctx: pipeline.SimContext) -> dict:
-    runs = runs_for(ctx.db, ctx.config, ledger=ctx.llm.usage)
+async def step(ctx: SimContext) -> dict:
+    if ctx.runs is None:
+        raise JobError("simulation runs are not enabled in this process")
 
     async def progress(fraction, message, **data) -> None:
         await ctx.progress(fraction, message)
 
-    result = await runs.run(ctx.sim_id, ctx.folder, progress, job_id=ctx.job_id, scope=ctx.scope)
+    result = await ctx.runs.run(ctx.sim_id, ctx.folder, progress, job_id=ctx.job_id, scope=ctx.scope)
     summary = {"rounds": result["rounds"], "actions": sum(result["actions"].values())}
     summary.update({f"{p} actions": n for p, n in sorted(result["actions"].items())})
     if result["restart_reason"]:
         summary["restart"] = result["restart_reason"]
     return summary
-
-
-def register() -> None:
-    if not any(name == "run" for name, _ in pipeline.STEPS):
-        pipeline.add_step("run", step)
