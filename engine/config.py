@@ -130,6 +130,13 @@ class SimulationSection(Section):
     track_stances: bool = True
     stance_batch: int = Field(20, ge=1, le=100)
     fork_points_mb: float = Field(512.0, ge=0.0)  # disk for per-round fork points per simulation (0: none)
+    # Where runs execute: child processes of this bot process, or actors on a Ray cluster.
+    executor: Literal["local", "ray"] = "local"
+    ray_address: str = ""                # "" starts Ray on this machine; "auto" or host:port joins a cluster
+    ray_namespace: str = "worldbot"
+    ray_num_cpus: float = Field(1.0, ge=0.0)   # CPUs Ray reserves for each run
+    ray_resources: dict[str, float] = {}       # custom resources each run needs (to pick its nodes)
+    run_lost_restarts: int = Field(2, ge=0, le=10)  # resumes of a run whose node was lost
     # /simulate asks for /confirm when its estimate exceeds this many dollars (0: never), or,
     # for a model without a price, this many tokens (0: never).
     confirm_above_usd: float = Field(1.0, ge=0.0)

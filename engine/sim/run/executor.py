@@ -99,6 +99,7 @@ class LocalRun(RunHandle):
         self._pending: dict[str, asyncio.Future] = {}
         self._subscribers: list[asyncio.Queue] = []
         self._history: list[dict] = []   # events so far, so a late follower misses nothing
+        self._grew = asyncio.Event()     # set (and replaced) whenever an event is added
         self._ended = asyncio.Event()
         self.returncode: int | None = None
         self._reader = asyncio.create_task(self._read(), name=f"run-{run_id}-stdout")
@@ -135,6 +136,16 @@ class LocalRun(RunHandle):
         self._history.append(event)
         for queue in self._subscribers:
             queue.put_nowait(event)
+        grew, self._grew = self._grew, asyncio.Event()
+        grew.set()
+
+    async def events_after(self, seen: int, wait_s: float) -> list[dict[str, Any]]:
+        """The events after the first ``seen`` ones, waiting up to ``wait_s`` seconds for one:
+        the long poll of a follower in another process (engine.sim.run.ray_executor)."""
+        if len(self._history) <= seen:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._grew.wait(), wait_s)
+        return self._history[seen:]
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         queue: asyncio.Queue = asyncio.Queue()
@@ -209,9 +220,12 @@ class LocalExecutor(Executor):
     """Children on this machine. A run survives only as long as this process: a child whose
     stdin closes (the bot died) stops at the end of its round, and is resumed from there."""
 
-    def __init__(self, python: str = sys.executable, kill_grace: float = 5.0):
+    def __init__(self, python: str = sys.executable, kill_grace: float = 5.0, die_with_parent: bool = False):
         self.python = python
         self.kill_grace = kill_grace
+        # Where the parent is not the bot (a Ray actor), the child must not outlive it: a run
+        # resumed elsewhere after the parent's node was lost would share the folder with it.
+        self.die_with_parent = die_with_parent
         self._runs: dict[str, LocalRun] = {}
 
     async def start(self, run_id: str, folder: Path, env: dict[str, str] | None = None) -> RunHandle:
@@ -227,7 +241,8 @@ class LocalExecutor(Executor):
             proc = await asyncio.create_subprocess_exec(
                 self.python, str(CHILD_SCRIPT), str(folder), cwd=str(folder), env=child_env,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
-                start_new_session=True, limit=1 << 22)
+                start_new_session=True, limit=1 << 22,
+                preexec_fn=_killed_with_parent if self.die_with_parent else None)
         run = LocalRun(run_id, proc, self.kill_grace)
         self._runs[run_id] = run
         return run
@@ -239,6 +254,23 @@ class LocalExecutor(Executor):
     async def close(self) -> None:
         """Cancel every live run (the bot is shutting down; runs resume from their checkpoints)."""
         await asyncio.gather(*(run.cancel() for run in self._runs.values() if run.alive))
+
+
+def make_executor(settings) -> Executor:
+    """The executor ``[simulation] executor`` names (``settings``: the SimulationSection).
+    Ray is imported only when it is asked for."""
+    if settings.executor == "ray":
+        from engine.sim.run.ray_executor import RayExecutor
+        return RayExecutor(settings.ray_address, settings.ray_namespace, settings.ray_num_cpus,
+                           settings.ray_resources)
+    return LocalExecutor()
+
+
+def _killed_with_parent() -> None:
+    """In the forked child, before exec: SIGKILL when the parent dies (Linux prctl)."""
+    import ctypes
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def child_pid_alive(pid: int | None, folder: Path) -> bool:

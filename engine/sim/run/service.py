@@ -62,6 +62,7 @@ class RunSettings:
     progress_interval_s: float = 2.0
     log_level: str = "WARNING"
     fork_points_mb: float = 512.0
+    lost_restarts: int = 2   # a run whose host was lost (a Ray node died) is resumed this often
 
 
 @dataclass
@@ -132,6 +133,8 @@ class _Follow:
     budget_stop: str = ""   # the cap that made the parent stop the run, once it did
     feed: RoundFeed | None = None  # completed rounds, on their way to the round observers
     injected: dict[str, dict] = field(default_factory=dict)  # injected event id -> its first ``injected`` event
+    lost: str = ""          # why the run's host was lost (the executor could not reach it any more)
+    restarts: int = 0       # times it was resumed elsewhere after that
 
 
 class SimRuns:
@@ -251,6 +254,9 @@ class SimRuns:
         try:
             try:
                 await self._follow_until_rounds_end(sim_id, handle, state)
+                while state.lost:
+                    handle = await self._resume_lost(sim_id, folder, state)
+                    await self._follow_until_rounds_end(sim_id, handle, state)
             finally:
                 await state.feed.drain()  # a failed run keeps what its completed rounds showed
         except asyncio.CancelledError:
@@ -262,6 +268,22 @@ class SimRuns:
         await progress(1.0, self._progress_text(state), **self._progress_data(state))
         return {"rounds": rounds_total, "rounds_done": state.rounds_done, "actions": state.actions,
                 "restart_reason": state.restart_reason}
+
+    async def _resume_lost(self, sim_id: str, folder: Path, state: _Follow) -> RunHandle:
+        """The run's host was lost (its Ray node died): start it again, wherever the executor
+        places it, from its last checkpoint; after ``lost_restarts`` times the run fails."""
+        if state.restarts >= self.settings.lost_restarts:
+            await self._ended(sim_id, state, None)
+        state.restarts += 1
+        log.warning("simulation %s: %s; resuming it from its last completed round (%d of %d)", sim_id,
+                    state.lost, state.restarts, self.settings.lost_restarts)
+        state.lost = ""
+        async with self._lock(sim_id):
+            caps = await self._budget_before_start(sim_id, folder, True, state.job_id, state.scope)
+            (folder / SPEC_FILE).write_text(self._spec("resume", caps).to_json(), encoding="utf-8")
+            handle = await self.executor.start(sim_id, folder)
+            await self._set(sim_id, status="running", pid=handle.pid)
+        return handle
 
     async def job(self, ctx) -> dict:
         """Handler of the ``sim_run`` job: params ``sim_id`` and ``folder``."""
@@ -345,6 +367,9 @@ class SimRuns:
                 state.stop_reason = event.get("stop_reason") or ""
                 await self._saw_usage(sim_id, handle, None, event.get("usage"))
             elif kind == "exit":
+                if event.get("lost"):
+                    state.lost = event["lost"]
+                    return
                 if self.usage is not None:
                     await self.usage.reconcile(sim_id, state.folder)
                 await self._ended(sim_id, state, event["returncode"])
@@ -379,6 +404,8 @@ class SimRuns:
             raise JobError(f"simulation {sim_id} failed {where}: {state.error or 'see run.log'}")
         how = f"killed by signal {-returncode}" if returncode and returncode < 0 else f"exit status {returncode}"
         error = f"the run process ended unexpectedly ({how}) {where}"
+        if state.lost:
+            error = f"{state.lost} {where} (it had been resumed elsewhere {plural(state.restarts, 'time')})"
         await self._set(sim_id, status="failed", pid=None, error=error)
         raise JobError(f"simulation {sim_id}: {error}; resume continues from the last completed round")
 

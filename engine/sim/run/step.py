@@ -14,7 +14,7 @@ from engine.owners import ProcessOwner
 from engine.sim import stance
 from engine.sim.context import SimContext
 from engine.sim.run.accounting import RunUsage
-from engine.sim.run.executor import Executor, LocalExecutor
+from engine.sim.run.executor import Executor, make_executor
 from engine.sim.run.observers import RoundObserver
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
 
@@ -26,7 +26,7 @@ def settings_from(config: Config) -> RunSettings:
                        max_steps_per_round=s.max_steps_per_round, follow_density=s.follow_density,
                        llm_concurrency=s.run_llm_concurrency, context_tokens=s.agent_context_tokens,
                        fork_points_mb=s.fork_points_mb,
-                       progress_interval_s=config.jobs.progress_interval_s)
+                       progress_interval_s=config.jobs.progress_interval_s, lost_restarts=s.run_lost_restarts)
 
 
 def make_runs(db: Database, config: Config, owner: ProcessOwner | None = None, ledger: UsageLedger | None = None,
@@ -41,7 +41,8 @@ def make_runs(db: Database, config: Config, owner: ProcessOwner | None = None, l
     observers = list(observers or [])
     if llm is not None and config.simulation.track_stances:
         observers.append(stance.observer(db, llm, config.simulation.stance_batch))
-    return SimRuns(db, executor or LocalExecutor(), target, settings_from(config), owner, usage, observers)
+    return SimRuns(db, executor or make_executor(config.simulation), target, settings_from(config), owner, usage,
+                   observers)
 
 
 async def step(ctx: SimContext) -> dict:
