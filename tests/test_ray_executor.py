@@ -11,18 +11,17 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import ray
+from ray.cluster_utils import Cluster
 
 from engine.jobs import JobRunner
 from engine.sim.run.protocol import ACTIONS_LOG, PLATFORMS, platform_db
+from engine.sim.run.ray_executor import RayExecutor
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
 from tests.fakes.openai_server import FakeOpenAI, SocialResponder
 from tests.llm_fixtures import db  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 
-ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
-
-from engine.sim.run.ray_executor import RayExecutor  # noqa: E402
 
 pytestmark = pytest.mark.timeout(420)
 
