@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 import ray
-from ray.exceptions import GetTimeoutError, RayActorError
+from ray.exceptions import RayActorError
 
 from engine.sim.run.executor import Executor, LocalExecutor, RunGone, RunHandle, RunTimeout
 
@@ -74,9 +74,6 @@ class RunHost:
     async def alive(self) -> bool:
         return self.run is not None and self.run.alive
 
-    async def node(self) -> str:
-        return ray.get_runtime_context().get_node_id()
-
 
 class RayRun(RunHandle):
     """A run hosted by a ``RunHost`` actor, as the bot process sees it."""
@@ -119,7 +116,7 @@ class RayRun(RunHandle):
             raise RunGone(f"run {self.run_id} is not running")
         try:
             reply = await asyncio.wait_for(self.actor.request.remote(kind, timeout, payload), timeout + 10.0)
-        except (RayActorError, GetTimeoutError, asyncio.TimeoutError) as err:
+        except (RayActorError, asyncio.TimeoutError) as err:
             raise RunGone(f"run {self.run_id} cannot be reached: {_why_lost(err)}") from None
         failure = reply.get("failure")
         if failure == "gone":
@@ -135,7 +132,8 @@ class RayRun(RunHandle):
             code = await getattr(self.actor, method).remote(*args)
         except RayActorError:
             code = None
-        self.returncode, _ = code, self._ended.set()
+        self.returncode = code
+        self._ended.set()
         _release(self.actor)
         return code
 
