@@ -4,6 +4,7 @@ Table ``sim_stances(sim_id, platform, round, agent_id, score, label)`` is writte
 round by the stance observer (``engine/sim/stance.py``): ``round`` counts from 1, ``score`` is in
 [-1, 1] and ``label`` is "for", "neutral" or "against". Exports want each author's label in a
 round and comparisons the split of both runs per round; both come from one read of the rows.
+A split is the stance observer's own ``RoundSplit`` (the type /sim status and the charts use).
 
 A database without the table, or a simulation whose stances were not tracked, reads as no
 stances: the callers then leave their belief columns empty rather than show zeros.
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from engine.sim.stance import RoundSplit
+
 LABELS = ("for", "neutral", "against")
 
 
@@ -19,19 +22,6 @@ LABELS = ("for", "neutral", "against")
 class Stance:
     score: float
     label: str
-
-
-@dataclass
-class Split:
-    """How the agents of one platform stood after one round (1-based)."""
-    for_: int = 0
-    neutral: int = 0
-    against: int = 0
-    mean: float = 0.0
-
-    @property
-    def total(self) -> int:
-        return self.for_ + self.neutral + self.against
 
 
 @dataclass
@@ -46,13 +36,13 @@ class Beliefs:
         stance = self.rows.get((platform, round_no), {}).get(agent_id)
         return stance.label if stance else None
 
-    def split(self, platform: str, round_no: int) -> Split | None:
+    def split(self, platform: str, round_no: int) -> RoundSplit | None:
         stances = self.rows.get((platform, round_no))
         if not stances:
             return None
         counts = {label: sum(1 for s in stances.values() if s.label == label) for label in LABELS}
         mean = sum(s.score for s in stances.values()) / len(stances)
-        return Split(counts["for"], counts["neutral"], counts["against"], round(mean, 3))
+        return RoundSplit(platform, round_no, counts["for"], counts["neutral"], counts["against"], round(mean, 3))
 
     def rounds(self, platform: str) -> list[int]:
         return sorted(r for p, r in self.rows if p == platform)
