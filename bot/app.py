@@ -98,14 +98,21 @@ class App:
         for hook in self.on_start:
             await hook()
 
-    def _follow_new_jobs(self, event) -> None:
-        # Every job started for a chat channel gets a progress message there, on every platform.
+    async def _follow_new_jobs(self, event) -> None:
+        # Every job started for a chat channel gets a progress message there, on every platform;
+        # a job taken over from a bot process that stopped is announced there.
         job = event.job
-        if event.kind == "state" and job.state == "queued" and job.channel:
-            reply = self.reply_to(job.scope, job.channel)
-            if reply is not None:
-                from bot.progress import start_following
-                start_following(self, job, reply)
+        if event.kind != "state" or not job.channel:
+            return
+        reply = self.reply_to(job.scope, job.channel)
+        if reply is None:
+            return
+        if job.state == "queued":
+            from bot.progress import start_following
+            start_following(self, job, reply)
+        elif event.data.get("taken_over"):
+            await reply.send(f"⚠ {job.title} (`{job.id}`) was interrupted: the bot process that ran it stopped. "
+                             f"/resume {job.id} continues it from its last checkpoint.")
 
     async def platform_ready(self, platform: str) -> None:
         """Adapters call this once connected: interrupted jobs are announced, missed posts made."""

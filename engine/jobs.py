@@ -9,8 +9,16 @@ every state but done can be resumed.
 Several processes may share the database (engine.owners): each job names the process that
 runs it. At start-up only jobs whose owner is gone are marked 'interrupted' (and can be
 resumed with ``resume``); a job another live process runs is left alone and cannot be resumed
-or cancelled from here. Every write of a running job is conditional on its owner, so a process
-whose work was taken over (it stalled past its lease) stops that job instead of overwriting.
+or cancelled from here. While a process runs, its owner's heartbeat also takes over the jobs
+of any process whose lease has expired (``take_over_expired``): they become 'interrupted' and
+this process's, with an event that says so (``data["taken_over"]``), so a killed process's
+work is picked up without waiting for a restart, and a live process's never (it renews).
+Every write of a running job is conditional on its owner, so a process whose work was taken
+over (it stalled past its lease) stops that job instead of overwriting.
+
+Taking jobs over reads them and rewrites them in one write transaction (which never interleave
+with another process's, engine.db); on PostgreSQL the rows are also claimed ``FOR UPDATE SKIP
+LOCKED``, so a claim never waits on rows another process is claiming or writing.
 """
 from __future__ import annotations
 
@@ -141,6 +149,7 @@ class JobRunner:
         self._watchers: dict[str, list[asyncio.Queue]] = {}
         self._slots = asyncio.Semaphore(max_concurrent)
         self._closing = False
+        self.owner.after_renew.append(self.take_over_expired)
 
     def register(self, kind: str, handler: Handler) -> None:
         self._handlers[kind] = handler
@@ -154,21 +163,47 @@ class JobRunner:
         """At start-up: jobs left 'running' or 'queued' by a process that is gone become
         'interrupted' (and this process their owner); those of live processes are left alone."""
         await self.owner.start()
-        rows = await self.db.fetchall("SELECT * FROM jobs WHERE state IN (?, ?)", (RUNNING, QUEUED))
-        gone: dict[str | None, bool] = {}
-        jobs = []
-        for row in rows:
-            job = Job.from_row(row)
-            if job.owner not in gone:
-                gone[job.owner] = await self.owner.gone(job.owner)
-            if not gone[job.owner]:
-                continue
-            seen, job.state, job.finished_at = job.state, INTERRUPTED, utcnow()
-            job.message = "interrupted by a restart"
-            if await self._take_over(job, seen):  # another process starting now may have been first
-                jobs.append(job)
-                log.warning("job %s (%s) was interrupted by a restart", job.id, job.kind)
+        jobs = await self._take_over_orphans("interrupted by a restart", lease_only=False)
+        for job in jobs:
+            log.warning("job %s (%s) was interrupted by a restart", job.id, job.kind)
         return jobs
+
+    async def take_over_expired(self) -> list[Job]:
+        """While this process runs: jobs left 'running' or 'queued' by a process whose lease has
+        expired become 'interrupted' and this process's (run by the owner's heartbeat). Each
+        gets a state event with ``data["taken_over"]``."""
+        jobs = await self._take_over_orphans("interrupted: the bot process that ran it stopped", lease_only=True)
+        for job in jobs:
+            log.warning("job %s (%s) of a bot process whose lease expired was taken over as interrupted",
+                        job.id, job.kind)
+            await self._emit(JobEvent(job, "state", {"taken_over": True}))
+        return jobs
+
+    async def _take_over_orphans(self, message: str, lease_only: bool) -> list[Job]:
+        """Mark 'interrupted', owned by this process, the running or queued jobs whose owner has
+        ended (engine.owners ``ended``; with ``lease_only``, only by an expired lease)."""
+        skip_locked = " FOR UPDATE OF jobs SKIP LOCKED" if self.db.dialect == "postgresql" else ""
+        taken = []
+        async with self.db.transaction() as conn:
+            async with conn.execute(
+                "SELECT jobs.*, owners.host AS owner_host, owners.pid AS owner_pid,"
+                " owners.pid_started AS owner_pid_started, owners.lease_until AS owner_lease_until"
+                " FROM jobs LEFT JOIN owners ON owners.id = jobs.owner"
+                " WHERE jobs.state IN (?, ?) AND jobs.owner IS DISTINCT FROM ?" + skip_locked,
+                    (RUNNING, QUEUED, self.owner.id)) as cur:
+                rows = await cur.fetchall()
+            for row in rows:
+                holder = None if row["owner_host"] is None else {
+                    "host": row["owner_host"], "pid": row["owner_pid"], "pid_started": row["owner_pid_started"],
+                    "lease_until": row["owner_lease_until"]}
+                if not self.owner.ended(holder, lease_only):
+                    continue
+                job = Job.from_row(row)
+                seen, job.state, job.finished_at, job.message = job.state, INTERRUPTED, utcnow(), message
+                holder, job.owner = job.owner, self.owner.id
+                if (await conn.execute(*self._update(job, holder, seen))).rowcount == 1:
+                    taken.append(job)
+        return taken
 
     async def submit(self, kind: str, params: dict[str, Any], scope: str,
                      channel: str | None = None, title: str = "", started_by: str = "") -> Job:
@@ -335,6 +370,14 @@ class JobRunner:
     async def _write(self, job: Job, holder: str | None, seen_state: str | None = None) -> bool:
         """Save the job if ``holder`` still owns it (and it is still ``seen_state``, if given);
         False when it changed."""
+        sql, args = self._update(job, holder, seen_state)
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(sql, args)
+            return cur.rowcount == 1
+
+    @staticmethod
+    def _update(job: Job, holder: str | None, seen_state: str | None) -> tuple[str, list]:
+        """The UPDATE that saves ``job`` only if ``holder`` owns it (and it is ``seen_state``)."""
         sql = ("UPDATE jobs SET state=?, progress=?, message=?, result=?, error=?, started_at=?,"
                " finished_at=?, params=?, updated_at=?, owner=? WHERE id=? AND owner IS NOT DISTINCT FROM ?")
         args = [job.state, job.progress, job.message, json.dumps(job.result) if job.result is not None else None,
@@ -343,9 +386,7 @@ class JobRunner:
         if seen_state is not None:
             sql += " AND state = ?"
             args.append(seen_state)
-        async with self.db.transaction() as conn:
-            cur = await conn.execute(sql, args)
-            return cur.rowcount == 1
+        return sql, args
 
     async def _emit(self, event: JobEvent) -> None:
         for queue in self._watchers.get(event.job.id, []):

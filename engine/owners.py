@@ -12,6 +12,10 @@ belongs to another process start. Only what a gone owner left behind is recovere
 live one runs is left alone, whoever asks. The lease covers what the pid cannot: another host,
 or a process so stalled it stopped renewing (its work is then taken over, and its own writes
 are fenced off by the owner column).
+
+After each renewal the heartbeat runs the ``after_renew`` hooks: that is how a live process
+notices, within a third of a lease, work that another process left when its lease expired
+(engine.jobs takes such jobs over).
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Awaitable, Callable
 
 from engine.db import Database
 
@@ -80,6 +85,7 @@ class ProcessOwner:
         self.db = db
         self.lease_s = lease_s
         self.identity = identity or Identity.of_this_process()
+        self.after_renew: list[Callable[[], Awaitable[object]]] = []  # run by the heartbeat after each renewal
         self._heartbeat: asyncio.Task | None = None
 
     @property
@@ -110,6 +116,12 @@ class ProcessOwner:
                 await self.renew()
             except Exception as err:  # a busy database: the next beat tries again within the lease
                 log.warning("could not renew this process's lease: %s: %s", type(err).__name__, err)
+                continue
+            for hook in list(self.after_renew):
+                try:
+                    await hook()
+                except Exception:
+                    log.exception("a heartbeat hook failed")
 
     async def release(self) -> None:
         """Stop renewing and remove the row: what this process ran is no longer held."""
@@ -128,9 +140,15 @@ class ProcessOwner:
             return True
         row = await self.db.fetchone(
             "SELECT host, pid, pid_started, lease_until FROM owners WHERE id = ?", (owner_id,))
+        return self.ended(row)
+
+    def ended(self, row, lease_only: bool = False) -> bool:
+        """Has the owner whose ``owners`` row (host, pid, pid_started, lease_until) is ``row``
+        ended? None: it has no row. ``lease_only``: only an expired lease counts, not a pid
+        that ended on this host."""
         if row is None or row["lease_until"] < time.time():
             return True
-        if row["host"] == self.identity.host:
+        if not lease_only and row["host"] == self.identity.host:
             return not pid_is(row["pid"], row["pid_started"])
         return False
 

@@ -1,4 +1,5 @@
 import asyncio
+import json
 
 from engine.db import open_database
 from engine.jobs import (CANCELLED, DONE, FAILED, INTERRUPTED, QUEUED, RUNNING, JobError, JobRunner)
@@ -86,8 +87,8 @@ async def test_concurrency_limit_queues_the_rest(db):
     assert running == [first.id, second.id]
 
 
-async def test_restart_marks_running_jobs_interrupted_and_resume_uses_checkpoints(config):
-    db = await open_database(config.db_path)
+async def test_restart_marks_running_jobs_interrupted_and_resume_uses_checkpoints(db_url):
+    db = await open_database(db_url)
     runner = JobRunner(db)
     calls = []
     reached = asyncio.Event()
@@ -113,7 +114,7 @@ async def test_restart_marks_running_jobs_interrupted_and_resume_uses_checkpoint
     await runner.owner.release()
     await db.close()
 
-    db2 = await open_database(config.db_path)
+    db2 = await open_database(db_url)
     try:
         runner2 = JobRunner(db2)
         runner2.register("steps", steps)
@@ -122,7 +123,7 @@ async def test_restart_marks_running_jobs_interrupted_and_resume_uses_checkpoint
         assert (await runner2.get(job.id)).state == INTERRUPTED
         saved = await runner2.get(job.id)
         assert saved.params["done_steps"] == 1  # the checkpoint survived
-        await db2.execute("UPDATE jobs SET params=json_set(params, '$.resumed', 1) WHERE id=?", (job.id,))
+        await db2.execute("UPDATE jobs SET params=? WHERE id=?", (json.dumps({**saved.params, "resumed": 1}), job.id))
         await runner2.resume(job.id)
         final = await runner2.wait(job.id)
         assert final.state == DONE and final.result == {"steps": 3}

@@ -2,8 +2,8 @@
 and what another process may (and may not) do with its work.
 
 Each "process" here is its own database connection and its own ProcessOwner; a real other
-process stands in wherever a pid has to be alive or dead. The test with separate bot
-processes is tests/test_coexist.py."""
+process stands in wherever a pid has to be alive or dead. The tests with separate bot
+processes are tests/test_coexist.py (SQLite) and tests/test_pg_processes.py (PostgreSQL)."""
 from __future__ import annotations
 
 import asyncio
@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from engine import claims
 from engine.db import open_database
 from engine.jobs import INTERRUPTED, RUNNING, JobError, JobRunner
 from engine.owners import Identity, ProcessOwner, process_start
@@ -26,8 +27,9 @@ LONG = 3600.0  # a lease no heartbeat renews during a test: only the test moves 
 
 
 @pytest.fixture
-async def two_dbs(config):
-    first, second = await open_database(config.db_path), await open_database(config.db_path)
+async def two_dbs(db_url):
+    """Two processes' connections to one database, on each backend in turn."""
+    first, second = await open_database(db_url), await open_database(db_url)
     yield first, second
     await first.close()
     await second.close()
@@ -113,8 +115,8 @@ def ticking_job(ticks: asyncio.Queue):
 
 async def test_a_live_owners_job_is_left_alone_then_taken_over_once_it_is_gone(two_dbs):
     db_a, db_b = two_dbs
-    owner_a = ProcessOwner(db_a, LONG)
-    runner_a, runner_b = JobRunner(db_a, owner=owner_a), JobRunner(db_b)
+    owner_a, owner_b = ProcessOwner(db_a, LONG), ProcessOwner(db_b, LONG)  # B's heartbeat sweeps nothing here
+    runner_a, runner_b = JobRunner(db_a, owner=owner_a), JobRunner(db_b, owner=owner_b)
     ticks_a, ticks_b = asyncio.Queue(), asyncio.Queue()  # what each process's job sees
     runner_a.register("ticking", ticking_job(ticks_a))
     runner_b.register("ticking", ticking_job(ticks_b))
@@ -155,7 +157,59 @@ async def test_a_live_owners_job_is_left_alone_then_taken_over_once_it_is_gone(t
     await runner_b.shutdown()
     await runner_a.shutdown()
     await owner_a.release()
+    await owner_b.release()
     assert (await runner_b.get(job.id)).state == INTERRUPTED
+
+
+async def test_a_live_process_takes_over_the_jobs_of_one_whose_lease_expired(two_dbs):
+    db_a, db_b = two_dbs
+    owner_a = ProcessOwner(db_a, LONG)
+    runner_a = JobRunner(db_a, owner=owner_a)
+    runner_b = JobRunner(db_b, owner=ProcessOwner(db_b, lease_s=0.3))  # its heartbeat sweeps every 0.1 s
+    ticks_a = asyncio.Queue()
+    for runner in (runner_a, runner_b):
+        runner.register("ticking", ticking_job(ticks_a))
+    taken = asyncio.get_running_loop().create_future()
+    runner_b.subscribe(lambda e: e.data.get("taken_over") and not taken.done() and taken.set_result(e.job))
+    job = await ticking_in(runner_a, runner_b, ticks_a)
+    assert await runner_b.recover() == []            # A renews: its job is left alone
+    assert await runner_b.take_over_expired() == []
+
+    await expire(db_b, owner_a)                      # A stops renewing: B's next heartbeat takes the job
+    async with asyncio.timeout(10):
+        seen = await taken
+    assert (seen.id, seen.state, seen.owner) == (job.id, INTERRUPTED, runner_b.owner.id)
+    row = await runner_b.get(job.id)
+    assert (row.state, row.owner, row.resumable) == (INTERRUPTED, runner_b.owner.id, True)
+    assert row.message == "interrupted: the bot process that ran it stopped"
+    ticks_a.put_nowait(2)                            # A's late progress write is fenced off
+    async with asyncio.timeout(10):
+        while job.id in runner_a._tasks:
+            await asyncio.sleep(0.02)
+    assert (await runner_b.get(job.id)).owner == runner_b.owner.id
+    await runner_b.shutdown()
+    await runner_a.shutdown()
+    await owner_a.release()
+    await runner_b.owner.release()
+
+
+async def test_a_named_claim_is_held_by_one_live_process_and_taken_over_once_it_is_gone(two_dbs):
+    db_a, db_b = two_dbs
+    owner_a, owner_b = await registered(db_a, Identity("host-a", 1, "", "a")), await registered(
+        db_b, Identity("host-b", 2, "", "b"))
+    def holder(owner: ProcessOwner) -> str:
+        return f"another bot process (pid {owner.identity.pid} on {owner.identity.host})"
+    first = await asyncio.gather(claims.claim(db_a, owner_a, "poll"), claims.claim(db_b, owner_b, "poll"))
+    assert first in ([None, holder(owner_a)], [holder(owner_b), None]), first  # exactly one holds it
+    winner, loser = (owner_a, owner_b) if first[0] is None else (owner_b, owner_a)
+    assert await claims.claim(db_b, loser, "poll") == holder(winner)
+    await expire(db_a, winner)
+    assert await claims.claim(db_b, loser, "poll") is None     # its lease ran out: taken over
+    assert await claims.claim(db_a, winner, "poll") is not None  # and not given back when it returns
+    await claims.release(db_b, loser, "poll")
+    assert await claims.claim(db_a, winner, "poll") is None
+    for owner in (owner_a, owner_b):
+        await owner.release()
 
 
 async def test_a_running_job_whose_process_is_gone_can_be_resumed_without_a_restart(two_dbs):
