@@ -55,6 +55,8 @@ def discover_migrations(directory: Path = MIGRATIONS_DIR) -> list[Migration]:
 class Database:
     """One aiosqlite connection. Writes are serialised with a lock so transactions never interleave."""
 
+    dialect = "sqlite"   # the SQL this database speaks (engine.memory.keyword_sql chooses by it)
+
     def __init__(self, conn: aiosqlite.Connection, path: Path):
         self.conn = conn
         self.path = path
