@@ -75,7 +75,7 @@ class App:
         self.adapters = Adapters()
         self.background: set = set()  # tasks that follow jobs; kept so they are not collected
         self._settings: dict[tuple[str, str, str], str | None] = {}  # (scope, channel, key) -> value
-        self._settings_version: int | None = None  # PRAGMA data_version when the cache was last checked
+        self._settings_version: int | None = None  # the database's change token when the cache was last checked
         self._settings_checked = float("-inf")
         self.jobs.subscribe(self._follow_new_jobs)
         # downloaded attachments and files written for upload: deleted after use and by age
@@ -86,7 +86,7 @@ class App:
 
     @classmethod
     async def create(cls, config: Config, features: list[str] | None = None) -> "App":
-        db = await open_database(config.db_path)
+        db = await open_database(config.db_url)
         app = cls(config, db)
         for name in FEATURES if features is None else features:
             importlib.import_module(name).setup(app)
@@ -159,7 +159,7 @@ class App:
         now = time.monotonic()
         if now - self._settings_checked >= SETTINGS_RECHECK_S:
             self._settings_checked = now
-            version = await self.db.fetchval("PRAGMA data_version")
+            version = await self.db.change_token()
             if version != self._settings_version:
                 self._settings.clear()
                 self._settings_version = version

@@ -9,6 +9,7 @@ import os
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -45,6 +46,17 @@ class BotSection(Section):
 
 class DatabaseSection(Section):
     path: str = ""  # empty: <data_dir>/bot.sqlite3
+    url: str = ""   # empty: SQLite at path; or postgresql://user@host:port/dbname
+
+    @field_validator("url")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        if value and not value.startswith(("sqlite:///", "postgresql://", "postgres://")):
+            raise ValueError("must start with sqlite:/// or postgresql:// (or be empty for SQLite at "
+                             "database.path)")
+        if value.startswith(("postgresql://", "postgres://")) and urlsplit(value).password:
+            raise ValueError("holds a password: put it in the environment variable PGPASSWORD instead")
+        return value
 
 
 class JobsSection(Section):
@@ -313,13 +325,26 @@ class Config(Section):
 
     @property
     def db_path(self) -> Path:
-        if self.database.path:
-            path = Path(self.database.path)
+        """The SQLite file (database.url's sqlite:/// path, else database.path)."""
+        named = self.database.url[len("sqlite:///"):] if self.database.url.startswith("sqlite:///") else ""
+        if named or self.database.path:
+            path = Path(named or self.database.path)
             if not path.is_absolute():
                 base = Path(self.source).parent if self.source else Path.cwd()
                 path = base / path
             return path.resolve()
         return self.data_dir / "bot.sqlite3"
+
+    @property
+    def db_url(self) -> str:
+        """What engine.db.open_database opens: database.url, else the SQLite file at db_path."""
+        if self.database.url.startswith(("postgresql://", "postgres://")):
+            return self.database.url
+        return f"sqlite:///{self.db_path}"
+
+    @property
+    def uses_postgres(self) -> bool:
+        return self.db_url.startswith(("postgresql://", "postgres://"))
 
 
 def _describe(err: ValidationError) -> str:

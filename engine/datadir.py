@@ -50,6 +50,8 @@ def check_storage(config: Config) -> None:
     """The data folder is a writable folder; the database file, if it exists, is a file in a
     writable folder (a read-only database file is found when it is opened: engine.db)."""
     ensure_writable_folder(config.data_dir, "bot.data_dir")
+    if config.uses_postgres:
+        return   # the server's storage: a connection failure is reported by engine.db
     key = "database.path" if config.database.path else "bot.data_dir"
     db_path = config.db_path
     if db_path.is_dir():

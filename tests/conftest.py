@@ -1,4 +1,7 @@
-"""Shared fixtures: a throwaway config and database per test, the fake OpenAI endpoint."""
+"""Shared fixtures: a throwaway config and database per test, the fake OpenAI endpoint.
+
+``db_url`` (and ``db``, and ``config_both`` built on it) runs a test once per storage backend:
+SQLite in the test's folder, and a fresh database on one real PostgreSQL server per session."""
 from __future__ import annotations
 
 import os
@@ -18,9 +21,32 @@ def config(tmp_path):
     return parse_config({"bot": {"data_dir": str(tmp_path / "data")}}, str(tmp_path / "config.toml"))
 
 
+@pytest.fixture(scope="session")
+def pg_server():
+    from tests.pg_server import PgServer
+    server = PgServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def db_url(request, tmp_path):
+    """A new, empty database of each backend in turn."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'data' / 'bot.sqlite3'}"
+    return await request.getfixturevalue("pg_server").fresh_database()
+
+
 @pytest.fixture
-async def db(config):
-    database = await open_database(config.db_path)
+def config_both(db_url, tmp_path):
+    """``config`` on each backend in turn."""
+    return parse_config({"bot": {"data_dir": str(tmp_path / "data")}, "database": {"url": db_url}},
+                        str(tmp_path / "config.toml"))
+
+
+@pytest.fixture
+async def db(db_url):
+    database = await open_database(db_url)
     yield database
     await database.close()
 

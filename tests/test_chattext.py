@@ -9,7 +9,7 @@ import pytest
 from bot.app import App
 from bot.neutral import Attachment, Incoming
 from engine.config import ConfigError, parse_config
-from engine.db import Database
+from engine.db import Database, open_database
 from engine.memory import MemoryMessage
 from engine.memory.chattext import dates_in, searchable_text
 from engine.memory.stopwords import ENGLISH_STOP_WORDS
@@ -161,7 +161,7 @@ async def test_forget_removes_messages_from_the_index(app):
 
 async def test_a_database_from_before_keeps_its_messages_searchable(tmp_path):
     path = tmp_path / "old.sqlite3"
-    old = await Database.open(path)
+    old = await open_database(path, upgrade=False)
     await old.upgrade(target=13)
     await old.execute("INSERT INTO worlds(id, scope, topic, centroid, created_at, last_active) "
                       "VALUES ('w1', 'test:1', 'running', zeroblob(1536), '2023-05-08', '2023-05-08')")

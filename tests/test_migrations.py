@@ -27,7 +27,7 @@ async def test_upgrade_from_each_earlier_version(tmp_path, start):
     if start is None:
         pytest.skip("only one migration exists")
     fresh = await open_database(tmp_path / "fresh.sqlite3")
-    old = await Database.open(tmp_path / "old.sqlite3")
+    old = await open_database(tmp_path / "old.sqlite3", upgrade=False)
     try:
         assert await old.upgrade(target=start) == list(range(1, start + 1))
         assert await old.current_version() == start
@@ -55,7 +55,7 @@ async def test_failed_migration_rolls_back(tmp_path):
     mig_dir.mkdir()
     (mig_dir / "0001_ok.sql").write_text("CREATE TABLE a(x INTEGER);\n")
     (mig_dir / "0002_bad.sql").write_text("CREATE TABLE b(x INTEGER);\nINSERT INTO nope VALUES (1);\n")
-    db = await Database.open(tmp_path / "x.sqlite3")
+    db = await open_database(tmp_path / "x.sqlite3", upgrade=False)
     try:
         with pytest.raises(sqlite3.OperationalError):
             await db.upgrade(discover_migrations(mig_dir))

@@ -128,12 +128,14 @@ class TelegramInbox:
             fresh = sorted((u for u in updates if u["update_id"] > last), key=lambda u: u["update_id"])
             rows = [(u["update_id"], json.dumps(u)) for u in fresh]
             await conn.executemany(
-                "INSERT OR IGNORE INTO telegram_inbox(bot_id, update_id, payload, received_at) VALUES (?,?,?,?)",
+                "INSERT INTO telegram_inbox(bot_id, update_id, payload, received_at) VALUES (?,?,?,?)"
+                " ON CONFLICT DO NOTHING",
                 [(self.bot_id, uid, payload, now) for uid, payload in rows])
             if rows:
                 await conn.execute(
                     "INSERT INTO telegram_offsets(bot_id, last_update_id) VALUES (?, ?) ON CONFLICT(bot_id) "
-                    "DO UPDATE SET last_update_id=max(last_update_id, excluded.last_update_id)",
+                    "DO UPDATE SET last_update_id=CASE WHEN excluded.last_update_id > telegram_offsets.last_update_id "
+                    "THEN excluded.last_update_id ELSE telegram_offsets.last_update_id END",
                     (self.bot_id, rows[-1][0]))
         return rows
 

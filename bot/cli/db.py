@@ -1,7 +1,7 @@
 """`db upgrade` and `db current`."""
 from __future__ import annotations
 
-from engine.db import Database, discover_migrations
+from engine.db import open_database
 
 
 def register(sub) -> None:
@@ -14,7 +14,7 @@ def register(sub) -> None:
 
 
 async def upgrade(args, config) -> int:
-    db = await Database.open(config.db_path)
+    db = await open_database(config.db_url, upgrade=False)
     try:
         applied = await db.upgrade()
         version = await db.current_version()
@@ -28,12 +28,12 @@ async def upgrade(args, config) -> int:
 
 
 async def current(args, config) -> int:
-    db = await Database.open(config.db_path)
+    db = await open_database(config.db_url, upgrade=False)
     try:
         version = await db.current_version()
+        latest = db.migrations()[-1].version
     finally:
         await db.close()
-    latest = discover_migrations()[-1].version
     note = "" if version == latest else f" (this bot knows up to {latest}; run `python -m bot db upgrade`)"
     print(f"{version}{note}")
     return 0

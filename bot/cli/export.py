@@ -21,7 +21,7 @@ def register(sub) -> None:
 
 
 async def report_export(args, config) -> int:
-    db = await open_database(config.db_path)
+    db = await open_database(config.db_url)
     try:
         sim = await records.get(db, args.sim_id)
         if sim is None:

@@ -53,7 +53,7 @@ def register(sub) -> None:
 
 async def open_memory(config):
     """The database and a started memory engine, as every memory command uses them."""
-    db = await open_database(config.db_path)
+    db = await open_database(config.db_url)
     engine = MemoryEngine(db, Embedder.from_config(config.embedder), config.memory)
     await engine.start()
     return db, engine

@@ -23,6 +23,7 @@ from datetime import datetime
 import aiosqlite
 import numpy as np
 
+from engine.db import Database
 from engine.memory.models import Belief, iso, parse_ts, to_blob
 
 _PUNCT = re.compile(r"[^\w\s]+", re.UNICODE)
@@ -91,15 +92,14 @@ async def apply(conn: aiosqlite.Connection, scope: str, world_id: str, beliefs: 
         others = [h for h in timeline if h.obj != obj]
         # The first other value stated after this one ends it at once.
         later = next((h for h in others if h.valid_from > at), None) if belief.exclusive else None
-        cur = await conn.execute(
+        async with conn.execute(
             "INSERT INTO beliefs(scope, world_id, subject, predicate, object, norm_key, norm_object,"
             " confidence, sources, learned_at, valid_from, invalid_at, superseded_by, decayed_at, embedding)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
             (scope, world_id, belief.subject.strip(), belief.predicate.strip(), belief.object.strip(),
              key, obj, conf, json.dumps(sorted(set(belief.sources))), iso(now), iso(at),
-             iso(later.valid_from) if later else None, later.id if later else None, iso(now), to_blob(vec)))
-        new_id = cur.lastrowid
-        await cur.close()
+             iso(later.valid_from) if later else None, later.id if later else None, iso(now), to_blob(vec))) as cur:
+            new_id = (await cur.fetchone())[0]
         counts["new"] += 1
         counts["outdated"] += later is not None
         if belief.exclusive:
@@ -203,17 +203,16 @@ async def fold_duplicates(conn: aiosqlite.Connection, world_id: str) -> int:
     return folded
 
 
-async def world_maturity_inputs(conn: aiosqlite.Connection, world_ids: list[str]) -> dict[str, tuple[float, int]]:
+async def world_maturity_inputs(db: Database, world_ids: list[str]) -> dict[str, tuple[float, int]]:
     """world id -> (average active confidence, active belief count)."""
     out: dict[str, tuple[float, int]] = {}
     for i in range(0, len(world_ids), 500):
         chunk = world_ids[i:i + 500]
         marks = ",".join("?" * len(chunk))
-        async with conn.execute(
+        for row in await db.fetchall(
                 f"SELECT world_id, avg(confidence) AS c, count(*) AS n FROM beliefs WHERE world_id IN ({marks})"
-                " AND invalid_at IS NULL GROUP BY world_id", chunk) as cur:
-            for row in await cur.fetchall():
-                out[row["world_id"]] = (row["c"], row["n"])
+                " AND invalid_at IS NULL GROUP BY world_id", chunk):
+            out[row["world_id"]] = (row["c"], row["n"])
     return out
 
 

@@ -50,10 +50,11 @@ async def merge_worlds(db: Database, scope: str, keep: WorldState, gone: WorldSt
         await conn.execute("UPDATE beliefs SET world_id=? WHERE world_id=?", (keep.id, gone.id))
         await fold_duplicates(conn, keep.id)
         await conn.execute(
-            "UPDATE worlds SET centroid=?, access_count=?, created_at=min(created_at, ?), "
-            "last_active=max(last_active, ?) WHERE id=?",
-            (to_blob(centroid), keep.access_count + gone.access_count, old["created_at"], old["last_active"],
-             keep.id))
+            "UPDATE worlds SET centroid=?, access_count=?,"
+            " created_at=CASE WHEN created_at < ? THEN created_at ELSE ? END,"
+            " last_active=CASE WHEN last_active > ? THEN last_active ELSE ? END WHERE id=?",
+            (to_blob(centroid), keep.access_count + gone.access_count, old["created_at"], old["created_at"],
+             old["last_active"], old["last_active"], keep.id))
         await conn.execute(
             "INSERT INTO world_merges(scope, audience, kept_id, absorbed_id, absorbed_topic, similarity, merged_at)"
             " VALUES (?,?,?,?,?,?,?)", (scope, keep.audience, keep.id, gone.id, old["topic"], similarity, iso(utcnow())))

@@ -2,7 +2,8 @@
 messages, loaded from the database and reloaded when another process changed it.
 
 The database is the truth; this cache exists for routing speed. A scope is loaded on first use;
-before each use one pragma tells whether another connection committed meanwhile, and the scope's
+before each use the database's change token (engine/db: SQLite's data_version, PostgreSQL's
+LISTEN/NOTIFY) tells whether another process committed meanwhile, and the scope's
 stamp (memory_scope_stamps) whether that commit touched this scope, so a `python -m bot import`
 or `merge` running beside the bot is seen before the bot next routes or answers. Writes to a scope
 happen under its lock (``lock``); whoever fails half-way through a write calls ``forget`` so the
@@ -33,7 +34,7 @@ class ScopeState:
     indexes: dict[str, CentroidIndex]     # audience -> the centroids of its worlds
     worlds: dict[str, WorldState]
     new_index: Callable[[], CentroidIndex]
-    data_version: int = 0   # the connection's PRAGMA data_version when last checked
+    change_token: int = 0   # the database's change token when last checked
     stamp: int = 0          # memory_scope_stamps.stamp when last checked
 
     def index(self, audience: str) -> CentroidIndex:
@@ -59,22 +60,18 @@ class ChannelState:
     recent: deque = field(default_factory=deque)   # (ts, vector) of recent contentful messages
 
 
-async def data_version(db: Database) -> int:
-    return await db.fetchval("PRAGMA data_version")
-
-
 async def stamp(db: Database, scope: str) -> int:
     return await db.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope=?", (scope,), 0)
 
 
 async def maturities(db: Database, world_ids: list[str]) -> dict[str, float]:
-    inputs = await belief_store.world_maturity_inputs(db.conn, world_ids)
+    inputs = await belief_store.world_maturity_inputs(db, world_ids)
     return {w: maturity(c, n) for w, (c, n) in inputs.items()}
 
 
 async def load_scope(db: Database, embedder: Embedder, cfg: MemorySection, scope: str) -> ScopeState:
     """A scope's worlds and one centroid index per audience, built off the event loop."""
-    version, scope_stamp = await data_version(db), await stamp(db, scope)
+    version, scope_stamp = await db.change_token(), await stamp(db, scope)
     rows = await db.fetchall(
         "SELECT w.id, w.audience, w.centroid, w.access_count, w.topic_size, "
         "(SELECT count(*) FROM memory_messages m WHERE m.world_id = w.id) AS evidence "
@@ -141,15 +138,15 @@ class ScopeCache:
         return self.scopes.setdefault(scope, loaded)  # another task may have loaded it meanwhile
 
     async def _changed_elsewhere(self, scope: str, state: ScopeState) -> bool:
-        """True when another connection committed since the last check and this scope's stamp
-        moved. data_version only moves for other connections' commits, so the check costs one
-        pragma while nobody else writes; the stamp also counts this engine's own writes, so a
+        """True when another process committed since the last check and this scope's stamp
+        moved. The change token only moves for other processes' commits, so the check costs one
+        call while nobody else writes; the stamp also counts this engine's own writes, so a
         scope it wrote to in the meantime is reloaded once more than strictly needed."""
-        version = await data_version(self.db)
-        if version == state.data_version:
+        version = await self.db.change_token()
+        if version == state.change_token:
             return False
         if await stamp(self.db, scope) == state.stamp:
-            state.data_version = version
+            state.change_token = version
             return False
         return True
 

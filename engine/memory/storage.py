@@ -88,9 +88,10 @@ async def write_worlds(conn: aiosqlite.Connection, scope: str, state: ScopeState
           to_blob(state.index_of(wid).vector(wid)), state.worlds[wid].access_count, iso(first_ts[wid]),
           iso(last_ts[wid])) for wid in born])
     await conn.executemany(
-        "UPDATE worlds SET centroid=?, access_count=?, last_active=max(last_active, ?) WHERE id=?",
-        [(to_blob(state.index_of(wid).vector(wid)), state.worlds[wid].access_count, iso(last_ts[wid]), wid)
-         for wid in touched])
+        "UPDATE worlds SET centroid=?, access_count=?,"
+        " last_active=CASE WHEN last_active > ? THEN last_active ELSE ? END WHERE id=?",
+        [(to_blob(state.index_of(wid).vector(wid)), state.worlds[wid].access_count, iso(last_ts[wid]),
+          iso(last_ts[wid]), wid) for wid in touched])
 
 
 # -- audiences ---------------------------------------------------------------------------

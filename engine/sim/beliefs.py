@@ -57,9 +57,7 @@ class Beliefs:
 
 
 async def load_beliefs(db, sim_id: str) -> Beliefs:
-    """The stances recorded for ``sim_id`` (empty when none were, or the table does not exist)."""
-    if not await db.fetchval("SELECT 1 FROM sqlite_master WHERE type='table' AND name='sim_stances'"):
-        return Beliefs()
+    """The stances recorded for ``sim_id`` (empty when none were)."""
     beliefs = Beliefs()
     for row in await db.fetchall("SELECT platform, round, agent_id, score, label FROM sim_stances"
                                  " WHERE sim_id = ?", (sim_id,)):

@@ -275,12 +275,10 @@ async def _register(db: Database, parent, sim_id: str, folder: Path, spec: SimSp
             " started_at, updated_at) VALUES (?,?,NULL,?,'stopped',?,?,?,?,?)",
             (sim_id, str(folder), parent["scope"], spec.rounds, json.dumps({p: k for p in actions}),
              json.dumps(actions), now, now))
-        cur = await conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='sim_stances'")
-        if await cur.fetchone() is not None:
-            await conn.execute(
-                "INSERT INTO sim_stances(sim_id, platform, round, agent_id, score, label)"
-                " SELECT ?, platform, round, agent_id, score, label FROM sim_stances WHERE sim_id=? AND round<=?",
-                (sim_id, parent_id, k))
+        await conn.execute(
+            "INSERT INTO sim_stances(sim_id, platform, round, agent_id, score, label)"
+            " SELECT ?, platform, round, agent_id, score, label FROM sim_stances WHERE sim_id=? AND round<=?",
+            (sim_id, parent_id, k))
 
 
 def lineage(sim) -> str:

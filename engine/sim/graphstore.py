@@ -46,12 +46,12 @@ class GraphStore:
             await conn.execute("DELETE FROM sim_entities WHERE sim_id=?", (sim_id,))
             ids = []
             for e, vec in zip(entities, ent_vecs):
-                cur = await conn.execute(
+                async with conn.execute(
                     "INSERT INTO sim_entities(sim_id, name, norm_name, type, summary, attributes, aliases,"
-                    " mentions, embedding) VALUES (?,?,?,?,?,?,?,?,?)",
+                    " mentions, embedding) VALUES (?,?,?,?,?,?,?,?,?) RETURNING id",
                     (sim_id, e.name, normalise_name(e.name), e.type, e.summary, json.dumps(e.attributes),
-                     json.dumps(e.aliases), e.mentions, to_blob(vec)))
-                ids.append(cur.lastrowid)
+                     json.dumps(e.aliases), e.mentions, to_blob(vec))) as cur:
+                    ids.append((await cur.fetchone())[0])
             await conn.executemany(
                 "INSERT INTO sim_edges(sim_id, source_id, target_id, relation, fact, valid_at, invalid_at,"
                 " chunk, embedding) VALUES (?,?,?,?,?,?,?,?,?)",

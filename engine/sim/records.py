@@ -140,20 +140,24 @@ async def completed_steps(db: Database, sim_id: str) -> dict[str, dict]:
 async def record_step(db: Database, sim_id: str, step: str, summary: dict[str, Any], llm_calls: int,
                       tokens: int) -> None:
     await db.execute(
-        "INSERT OR REPLACE INTO sim_steps(sim_id, step, summary, llm_calls, tokens, finished_at)"
-        " VALUES (?,?,?,?,?,?)", (sim_id, step, json.dumps(summary), llm_calls, tokens, utcnow()))
+        "INSERT INTO sim_steps(sim_id, step, summary, llm_calls, tokens, finished_at) VALUES (?,?,?,?,?,?)"
+        " ON CONFLICT(sim_id, step) DO UPDATE SET summary=excluded.summary, llm_calls=excluded.llm_calls,"
+        " tokens=excluded.tokens, finished_at=excluded.finished_at", (sim_id, step, json.dumps(summary), llm_calls, tokens, utcnow()))
 
 
 async def record_report(db: Database, sim_id: str, path: Path, title: str, summary: str, sections: int,
                         tool_calls: int, citations: int, unverified: int) -> None:
     await db.execute(
-        "INSERT OR REPLACE INTO sim_reports(sim_id, path, title, summary, sections, tool_calls, citations,"
-        " unverified, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+        "INSERT INTO sim_reports(sim_id, path, title, summary, sections, tool_calls, citations,"
+        " unverified, created_at) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(sim_id) DO UPDATE SET"
+        " path=excluded.path, title=excluded.title, summary=excluded.summary, sections=excluded.sections,"
+        " tool_calls=excluded.tool_calls, citations=excluded.citations, unverified=excluded.unverified,"
+        " created_at=excluded.created_at",
         (sim_id, str(path), title, summary, sections, tool_calls, citations, unverified, utcnow()))
 
 
 async def report_job(db: Database, sim_id: str) -> str | None:
     """The id of a queued or running report job of ``sim_id``."""
-    return await db.fetchval(
-        "SELECT id FROM jobs WHERE kind='report' AND state IN ('queued','running')"
-        " AND json_extract(params, '$.sim_id') = ?", (sim_id,))
+    rows = await db.fetchall(
+        "SELECT id, params FROM jobs WHERE kind='report' AND state IN ('queued','running')")
+    return next((r["id"] for r in rows if json.loads(r["params"]).get("sim_id") == sim_id), None)

@@ -207,10 +207,11 @@ async def classify_round(db: Database, llm, done: RoundDone, batch: int = 20) ->
     scores.update({a: prior(a) for a in carried})
     key = (done.sim_id, done.platform, done.round)
     async with db.transaction() as conn:
-        await conn.executemany("INSERT OR REPLACE INTO sim_stances(sim_id, platform, round, agent_id, score, label)"
-                               " VALUES (?,?,?,?,?,?)", [(*key, a, s, label_of(s)) for a, s in scores.items()])
-        await conn.executemany("INSERT OR REPLACE INTO sim_stances_carried(sim_id, platform, round, agent_id)"
-                               " VALUES (?,?,?,?)", [(*key, a) for a in carried])
+        await conn.executemany("INSERT INTO sim_stances(sim_id, platform, round, agent_id, score, label)"
+                               " VALUES (?,?,?,?,?,?) ON CONFLICT(sim_id, platform, round, agent_id)"
+                               " DO UPDATE SET score=excluded.score, label=excluded.label", [(*key, a, s, label_of(s)) for a, s in scores.items()])
+        await conn.executemany("INSERT INTO sim_stances_carried(sim_id, platform, round, agent_id)"
+                               " VALUES (?,?,?,?) ON CONFLICT DO NOTHING", [(*key, a) for a in carried])
         await conn.execute("DELETE FROM sim_stance_skips WHERE sim_id=? AND platform=? AND round=?",
                            (done.sim_id, done.platform, done.round))
     return f"{len(scores) - len(carried)} agents classified, {len(carried)} carried"
@@ -218,7 +219,8 @@ async def classify_round(db: Database, llm, done: RoundDone, batch: int = 20) ->
 
 async def _skip(db: Database, done: RoundDone, reason: str) -> str:
     log.warning("stances of %s %s round %d not classified: %s", done.sim_id, done.platform, done.round, reason)
-    await db.execute("INSERT OR REPLACE INTO sim_stance_skips(sim_id, platform, round, reason) VALUES (?,?,?,?)",
+    await db.execute("INSERT INTO sim_stance_skips(sim_id, platform, round, reason) VALUES (?,?,?,?)"
+                     " ON CONFLICT(sim_id, platform, round) DO UPDATE SET reason=excluded.reason",
                      (done.sim_id, done.platform, done.round, reason))
     return f"skipped: {reason}"
 

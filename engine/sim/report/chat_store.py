@@ -41,8 +41,9 @@ async def record(db: Database, sim_id: str, scope: str, channel: str, asked_by: 
 async def remember_messages(db: Database, scope: str, channel: str, sim_id: str, message_ids: list[str]) -> None:
     """Note the bot's messages about ``sim_id`` ('' ids, from platforms without replies, are left out)."""
     now = utcnow()
-    await db.executemany("INSERT OR REPLACE INTO report_messages(scope, message_id, sim_id, channel, posted_at)"
-                         " VALUES (?,?,?,?,?)", [(scope, m, sim_id, channel, now) for m in message_ids if m])
+    await db.executemany("INSERT INTO report_messages(scope, message_id, sim_id, channel, posted_at)"
+                         " VALUES (?,?,?,?,?) ON CONFLICT(scope, message_id) DO UPDATE SET sim_id=excluded.sim_id,"
+                         " channel=excluded.channel, posted_at=excluded.posted_at", [(scope, m, sim_id, channel, now) for m in message_ids if m])
 
 
 async def sim_of_message(db: Database, scope: str, message_id: str) -> str | None:
