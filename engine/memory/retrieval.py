@@ -86,11 +86,12 @@ async def nearest_worlds(indexes: dict[str, CentroidIndex], viewer: Viewer, quer
     return sorted(hits, key=lambda h: -h[1])[:n]
 
 
-# CROSS JOIN keeps SQLite on the message rows first (by id, or by channel); "+m.scope" stops it
-# from walking the whole scope's index instead.
+# CROSS JOIN keeps SQLite on the message rows first (by id, or by channel); "(m.scope || '')" stops
+# it from walking the whole scope's index instead. Both are plain SQL to PostgreSQL, whose planner
+# takes neither as a hint (it rejects SQLite's "CROSS JOIN .. ON" and "+text", hence these forms).
 _BELIEF_SELECT = ", ".join(f"b.{c.strip()}" for c in BELIEF_COLUMNS.split(","))
 _MESSAGE_SELECT = ("SELECT m.id, m.world_id, m.channel, m.message_id, m.author, m.text, m.ts, m.embedding, "
-                   "w.topic FROM memory_messages m CROSS JOIN worlds w ON w.id = m.world_id")
+                   "w.topic FROM memory_messages m CROSS JOIN worlds w WHERE w.id = m.world_id")
 
 
 def evidence_from_row(row, score: float = 0.0, neighbour_of: int | None = None) -> Evidence:
@@ -104,7 +105,7 @@ async def load_messages(db: Database, viewer: Viewer, ids: list[int]) -> dict[in
     if not ids:
         return {}
     sees, seen = viewer.where("w.audience")
-    rows = await db.fetchall(f"{_MESSAGE_SELECT} WHERE m.id IN ({_in(ids)}) AND +m.scope=? AND {sees}",
+    rows = await db.fetchall(f"{_MESSAGE_SELECT} AND m.id IN ({_in(ids)}) AND (m.scope || '')=? AND {sees}",
                              (*ids, viewer.scope, *seen))
     return {r["id"]: r for r in rows}
 
@@ -123,7 +124,7 @@ async def adjacent_turns(db: Database, viewer: Viewer, hits: list) -> dict[int, 
     parts, params = [], []
     for n, hit in enumerate(hits):
         for op, order in ((">", "ASC"), ("<", "DESC")):
-            parts.append(f"SELECT ? AS pos, (SELECT id FROM memory_messages WHERE scope=? AND channel=? AND id {op} ? "
+            parts.append(f"SELECT CAST(? AS INTEGER) AS pos, (SELECT id FROM memory_messages WHERE scope=? AND channel=? AND id {op} ? "
                          f"ORDER BY id {order} LIMIT 1) AS id")
             params += [n, viewer.scope, hit["channel"], hit["id"]]
     found = await db.fetchall(" UNION ALL ".join(parts), params)
@@ -163,8 +164,8 @@ async def load_beliefs(db: Database, viewer: Viewer, ids: list[int]) -> dict[int
         return {}
     sees, seen = viewer.where("w.audience")
     rows = await db.fetchall(
-        f"SELECT {_BELIEF_SELECT}, b.embedding FROM beliefs b CROSS JOIN worlds w ON w.id = b.world_id "
-        f"WHERE b.id IN ({_in(ids)}) AND +b.scope=? AND b.invalid_at IS NULL AND {sees}", (*ids, viewer.scope, *seen))
+        f"SELECT {_BELIEF_SELECT}, b.embedding FROM beliefs b CROSS JOIN worlds w WHERE w.id = b.world_id "
+        f"AND b.id IN ({_in(ids)}) AND (b.scope || '')=? AND b.invalid_at IS NULL AND {sees}", (*ids, viewer.scope, *seen))
     return {r["id"]: r for r in rows}
 
 
@@ -294,7 +295,7 @@ async def world_beliefs(db: Database, viewer: Viewer, world_id: str) -> list[Bel
 async def recent_messages(db: Database, viewer: Viewer, world_id: str, n: int = RECENT_MESSAGES) -> list[Evidence]:
     """A world's newest messages, newest first (what /world shows before beliefs exist)."""
     sees, seen = viewer.where("w.audience")
-    rows = await db.fetchall(f"{_MESSAGE_SELECT} WHERE m.world_id=? AND m.scope=? AND {sees} ORDER BY m.id DESC "
+    rows = await db.fetchall(f"{_MESSAGE_SELECT} AND m.world_id=? AND m.scope=? AND {sees} ORDER BY m.id DESC "
                              "LIMIT ?", (world_id, viewer.scope, *seen, n))
     return [evidence_from_row(r) for r in rows]
 
