@@ -56,7 +56,8 @@ from tests.sim_fixture import make_sim_folder  # noqa: E402
 
 NAMESPACE = "bench"
 MIB = 2 ** 20
-FIGURES = ("wall_s", "started_s", "to_round1_s", "interview_ms", "child_mib", "worker_mib", "child_hwm_mib", "worker_hwm_mib")
+FIGURES = ("wall_s", "started_s", "to_round1_s", "interview_ms", "child_mib", "worker_mib", "child_hwm_mib",
+           "worker_hwm_mib")
 
 
 def tree_rss(proc: psutil.Process) -> int:
@@ -138,7 +139,8 @@ async def one_run(variant: str, executor, db, server: FakeOpenAI, folder: Path, 
         assert len(answers) == 1 and answers[0].answer, answers
     await runs.release(sim_id)
     await runs.close()
-    return {"variant": variant, "wall_s": wall, "started_s": peak["started_s"], "to_round1_s": first_round_ts(folder) - t0_epoch, "nice": peak["nice"],
+    return {"variant": variant, "wall_s": wall, "started_s": peak["started_s"],
+            "to_round1_s": first_round_ts(folder) - t0_epoch, "nice": peak["nice"],
             "interview_ms": statistics.median(asked) * 1000, "child_mib": peak.get("child", 0) / MIB,
             "worker_mib": peak.get("worker", 0) / MIB, **hwm}
 
