@@ -164,8 +164,10 @@ def main() -> None:
     for r in rows:
         print(f"| {r['processes']} | {r['messages']} | {r['seconds']:.1f} | {r['per_s']:.0f} | "
               f"{', '.join(map(str, r['per_process_s']))} |")
-    if len(rows) > 1:
-        print(f"speed-up {rows[-1]['per_s'] / rows[0]['per_s']:.2f}x")
+    by_count = {r["processes"]: r["per_s"] for r in rows}
+    if len(by_count) > 1:
+        few, many = min(by_count), max(by_count)
+        print(f"{many} vs {few} processes: {by_count[many] / by_count[few]:.2f}x the messages/s")
 
 
 if __name__ == "__main__":
