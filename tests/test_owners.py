@@ -195,19 +195,20 @@ async def test_a_live_process_takes_over_the_jobs_of_one_whose_lease_expired(two
 
 async def test_a_named_claim_is_held_by_one_live_process_and_taken_over_once_it_is_gone(two_dbs):
     db_a, db_b = two_dbs
-    owner_a, owner_b = await registered(db_a, Identity("host-a", 1, "", "a")), await registered(
-        db_b, Identity("host-b", 2, "", "b"))
+    owner_a = await registered(db_a, Identity("host-a", 1, "", "a"))
+    owner_b = await registered(db_b, Identity("host-b", 2, "", "b"))
+
     def holder(owner: ProcessOwner) -> str:
         return f"another bot process (pid {owner.identity.pid} on {owner.identity.host})"
     first = await asyncio.gather(claims.claim(db_a, owner_a, "poll"), claims.claim(db_b, owner_b, "poll"))
     assert first in ([None, holder(owner_a)], [holder(owner_b), None]), first  # exactly one holds it
     winner, loser = (owner_a, owner_b) if first[0] is None else (owner_b, owner_a)
-    assert await claims.claim(db_b, loser, "poll") == holder(winner)
-    await expire(db_a, winner)
-    assert await claims.claim(db_b, loser, "poll") is None     # its lease ran out: taken over
-    assert await claims.claim(db_a, winner, "poll") is not None  # and not given back when it returns
-    await claims.release(db_b, loser, "poll")
-    assert await claims.claim(db_a, winner, "poll") is None
+    assert await claims.claim(loser.db, loser, "poll") == holder(winner)
+    await expire(loser.db, winner)
+    assert await claims.claim(loser.db, loser, "poll") is None           # its lease ran out: taken over
+    assert await claims.claim(winner.db, winner, "poll") == holder(loser)  # not given back when it returns
+    await claims.release(loser.db, loser, "poll")
+    assert await claims.claim(winner.db, winner, "poll") is None
     for owner in (owner_a, owner_b):
         await owner.release()
 
