@@ -28,8 +28,8 @@ BAKING_CHAT = [
 ]
 
 
-async def test_answer_in_another_world_than_the_question_routes_to(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db")
+async def test_answer_in_another_world_than_the_question_routes_to(db_url):
+    db, engine = await open_engine(db_url)
     chat = Chat()
     await engine.ingest_many([chat.msg(t) for t in PYTHON_CHAT + BAKING_CHAT])
     question = "what python name did Dana give her starter"
@@ -44,8 +44,8 @@ async def test_answer_in_another_world_than_the_question_routes_to(tmp_path):
     await close_engine(db, engine)
 
 
-async def test_neighbour_turns_complete_a_hit_and_count_in_k(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db")
+async def test_neighbour_turns_complete_a_hit_and_count_in_k(db_url):
+    db, engine = await open_engine(db_url)
     chat = Chat()
     await engine.ingest_many([chat.msg("where did you park the blue van yesterday?", "ann"),
                               chat.msg("next to the old lighthouse", "bob"),
@@ -60,8 +60,8 @@ async def test_neighbour_turns_complete_a_hit_and_count_in_k(tmp_path):
     await close_engine(db, engine)
 
 
-async def test_recall_never_crosses_audiences_or_scopes(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db")
+async def test_recall_never_crosses_audiences_or_scopes(db_url):
+    db, engine = await open_engine(db_url)
     await engine.set_audiences("guild:1", {"staff": "staff-room"})
     ours, theirs, other = Chat("guild:1", "general"), Chat("guild:1", "staff"), Chat("guild:2", "general")
     await engine.ingest_many([ours.msg("the quarterly budget meeting is on friday"),
