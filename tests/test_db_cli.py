@@ -165,6 +165,24 @@ async def test_migrate_to_refuses_another_schema_version(tmp_path, pg_server, ca
                         rf"{LATEST}; .*\n", err)
 
 
+async def test_a_row_postgresql_cannot_take_is_named_and_nothing_is_kept(tmp_path, pg_server, capsys):
+    db = await open_database(f"sqlite:///{tmp_path / 'data' / 'bot.sqlite3'}")
+    try:
+        await db.execute("INSERT INTO channel_settings(scope, channel, key, value) VALUES ('s', 'c', 'memory', 'off')")
+        await db.execute("INSERT INTO jobs(id, kind, scope, state, progress, created_at, updated_at) "
+                         "VALUES ('j1', 'note', 's', 'done', 'lots', 'now', 'now')")   # SQLite keeps the text
+    finally:
+        await db.close()
+    url = await pg_server.fresh_database()
+    err = await asyncio.to_thread(refused, tmp_path, capsys, "migrate-to", url)
+    assert "jobs.progress of the row with rowid 1 holds 'lots'" in err
+    target = await open_database(url, upgrade=False)
+    try:   # channel_settings was copied before jobs, in the transaction that was rolled back
+        assert await target.fetchval("SELECT count(*) FROM channel_settings") == 0
+    finally:
+        await target.close()
+
+
 @pytest.mark.parametrize("args, message", [
     (["sqlite:///x.db"], "is not a PostgreSQL URL"),
     (["postgresql://nobody@127.0.0.1:1/none"], "there is no SQLite database at"),
