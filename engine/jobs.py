@@ -336,7 +336,7 @@ class JobRunner:
         """Save the job if ``holder`` still owns it (and it is still ``seen_state``, if given);
         False when it changed."""
         sql = ("UPDATE jobs SET state=?, progress=?, message=?, result=?, error=?, started_at=?,"
-               " finished_at=?, params=?, updated_at=?, owner=? WHERE id=? AND owner IS ?")
+               " finished_at=?, params=?, updated_at=?, owner=? WHERE id=? AND owner IS NOT DISTINCT FROM ?")
         args = [job.state, job.progress, job.message, json.dumps(job.result) if job.result is not None else None,
                 job.error, job.started_at, job.finished_at, json.dumps(job.params), utcnow(), job.owner,
                 job.id, holder]
