@@ -5,6 +5,7 @@ CREATE EXTENSION IF NOT EXISTS vector;
 -- Background jobs (simulations, extraction batches) and per-channel settings.
 CREATE TABLE jobs (
     id          TEXT PRIMARY KEY,
+    rowid       BIGINT GENERATED ALWAYS AS IDENTITY,  -- SQLite's implicit rowid: insertion order for ties
     kind        TEXT NOT NULL,
     scope       TEXT NOT NULL,
     channel     TEXT,

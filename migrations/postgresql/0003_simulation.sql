@@ -17,6 +17,7 @@ CREATE INDEX llm_usage_scope_day ON llm_usage(scope, day);
 -- One simulation: its request and where its folder lives.
 CREATE TABLE simulations (
     id          TEXT PRIMARY KEY,
+    rowid       BIGINT GENERATED ALWAYS AS IDENTITY,  -- SQLite's implicit rowid: insertion order for ties
     scope       TEXT NOT NULL,
     channel     TEXT,
     job_id      TEXT,
@@ -29,6 +30,7 @@ CREATE INDEX simulations_scope ON simulations(scope, created_at);
 
 -- Completed pipeline steps (checkpoints): a resumed simulation skips these.
 CREATE TABLE sim_steps (
+    rowid       BIGINT GENERATED ALWAYS AS IDENTITY,  -- SQLite's implicit rowid: insertion order for ties
     sim_id      TEXT NOT NULL REFERENCES simulations(id) ON DELETE CASCADE,
     step        TEXT NOT NULL,
     summary     TEXT NOT NULL DEFAULT '{}',
