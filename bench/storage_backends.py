@@ -42,6 +42,7 @@ from engine.config import load_config
 from engine.db import open_database
 from engine.embedder import Embedder
 from engine.memory import MemoryEngine, MemoryMessage
+from engine.memory.audience import Viewer
 from engine.memory.message_index import MessageIndex
 from engine.memory.models import to_blob
 
@@ -128,7 +129,6 @@ async def measure(url: str, config, embedder: Embedder, base: Embedder, msgs: li
         await index.catch_up(db, SCOPE)
         out["load_vectors"] = _ms(started)
         await index.settle()
-        from engine.memory.audience import Viewer
         viewer = Viewer.operator(SCOPE)
         times = []
         for vec in vectors:
