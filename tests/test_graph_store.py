@@ -8,7 +8,7 @@ import pytest
 
 from engine.sim.graphstore import GraphStore
 from engine.sim.vectors import to_blob
-from tests.llm_fixtures import db, embedder  # noqa: F401
+from tests.llm_fixtures import embedder  # noqa: F401
 from tests.loop_lag import watch_loop
 from tests.simdata import write_graph
 

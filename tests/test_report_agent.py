@@ -16,7 +16,7 @@ from engine.sim.report.sources import PERSONA_LABEL, PersonaInterviewer, StoreGr
 from engine.sim.report.stats import compute_stats
 from engine.sim.report.tools import ReportTools, tool_schemas
 from tests.fakes.openai_server import Raw, completion
-from tests.llm_fixtures import db, embedder, fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import embedder, fake_openai, openai_server  # noqa: F401
 from tests.simdata import sample_simulation, write_environment, write_graph
 
 OUTLINE = {"title": "Fare hike: how commuters respond",

@@ -16,7 +16,7 @@ from engine.sim.envmodels import CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES,
 from engine.sim.graphstore import GraphStore
 from tests.fakes.openai_server import Raw
 from tests.fakes.sim_responder import SimResponder
-from tests.llm_fixtures import db, embedder, fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import embedder, fake_openai, openai_server  # noqa: F401
 
 SAMPLE = Path(__file__).parent / "data" / "harbour_strike.md"
 PREPARE = pipeline.STEPS[:3]  # steps 1-3: these tests stop before the run
