@@ -11,7 +11,9 @@ from bot.neutral import Attachment, Incoming
 from engine.config import ConfigError, parse_config
 from engine.db import Database, open_database
 from engine.memory import MemoryMessage
+from engine.memory.audience import Viewer
 from engine.memory.chattext import dates_in, searchable_text
+from engine.memory.keyword_sql import keyword_beliefs, keyword_messages
 from engine.memory.stopwords import ENGLISH_STOP_WORDS
 from engine.memory.textutil import fts_query
 from tests.memory_helpers import close_engine, open_engine
@@ -71,12 +73,15 @@ def test_questions_are_expanded_like_the_index():
     assert fts_query("what did you say?") is None
 
 
-async def keyword_hits(db: Database, question: str, now: datetime = MONDAY) -> list[str]:
-    """The texts the message index alone ranks for a question, best first."""
-    rows = await db.fetchall(
-        "SELECT m.text FROM memory_messages_fts JOIN memory_messages m ON m.id = memory_messages_fts.rowid "
-        "WHERE memory_messages_fts MATCH ? ORDER BY bm25(memory_messages_fts)", (fts_query(question, now=now),))
-    return [r["text"] for r in rows]
+async def keyword_hits(db: Database, question: str, now: datetime = MONDAY, scope: str = "console:test") -> list[str]:
+    """The texts the keyword search alone ranks for a question, best first (FTS5 bm25 on SQLite,
+    ts_rank on PostgreSQL)."""
+    hits = await keyword_messages(db, Viewer.operator(scope), fts_query(question, now=now), 50)
+    if not hits:
+        return []
+    texts = {r["id"]: r["text"] for r in await db.fetchall(
+        f"SELECT id, text FROM memory_messages WHERE id IN ({','.join('?' * len(hits))})", [i for i, _ in hits])}
+    return [texts[i] for i, _ in hits]
 
 
 class Member:
@@ -95,9 +100,10 @@ class Member:
 
 
 @pytest.fixture
-async def app(tmp_path):
+async def app(tmp_path, db_url):
     # One world holds the whole chat, so today's world-bound recall and scope-wide recall agree.
-    config = parse_config({"bot": {"data_dir": str(tmp_path)}, "memory": {"base_threshold": -1.0}})
+    config = parse_config({"bot": {"data_dir": str(tmp_path)}, "database": {"url": db_url},
+                           "memory": {"base_threshold": -1.0}})
     app = await App.create(config, features=["bot.features.core", "bot.features.memory"])
     await app.start()
     yield app
@@ -155,38 +161,37 @@ async def test_forget_removes_messages_from_the_index(app):
     await admin.say("/forget")
     assert "Forgot this channel: 2 messages" in await admin.say("/forget confirm")
     assert await keyword_hits(app.db, "Anna marathon bike 7 May 2023") == []
-    # the external-content index agrees with its table, row for row
-    await app.db.execute("INSERT INTO memory_messages_fts(memory_messages_fts) VALUES ('integrity-check')")
+    if app.db.dialect == "sqlite":   # the external-content index agrees with its table, row for row
+        await app.db.execute("INSERT INTO memory_messages_fts(memory_messages_fts) VALUES ('integrity-check')")
 
 
-async def test_a_database_from_before_keeps_its_messages_searchable(tmp_path):
-    path = tmp_path / "old.sqlite3"
-    old = await open_database(path, upgrade=False)
+async def test_a_database_from_before_keeps_its_messages_searchable(db_url):
+    old = await open_database(db_url, upgrade=False)
     await old.upgrade(target=13)
     await old.execute("INSERT INTO worlds(id, scope, topic, centroid, created_at, last_active) "
-                      "VALUES ('w1', 'test:1', 'running', zeroblob(1536), '2023-05-08', '2023-05-08')")
+                      "VALUES ('w1', 'test:1', 'running', ?, '2023-05-08', '2023-05-08')", (bytes(1536),))
     for i, (author, text) in enumerate([("Anna", "yesterday I ran a marathon"), ("Bob", "nice, well done")]):
         await old.execute("INSERT INTO memory_messages(scope, world_id, channel, message_id, author, text, ts, "
-                          "embedding) VALUES ('test:1', 'w1', 'general', ?, ?, ?, ?, zeroblob(1536))",
-                          (str(i), author, text, (MONDAY + timedelta(minutes=i)).isoformat()))
+                          "embedding) VALUES ('test:1', 'w1', 'general', ?, ?, ?, ?, ?)",
+                          (str(i), author, text, (MONDAY + timedelta(minutes=i)).isoformat(), bytes(1536)))
     await old.execute("INSERT INTO beliefs(scope, world_id, subject, predicate, object, norm_key, norm_object, "
                       "confidence, learned_at, valid_from, decayed_at, embedding) VALUES ('test:1', 'w1', 'Anna', "
-                      "'is training for', 'marathons', 'anna|training', 'marathons', 0.8, ?, ?, ?, zeroblob(1536))",
-                      (MONDAY.isoformat(),) * 3)
+                      "'is training for', 'marathons', 'anna|training', 'marathons', 0.8, ?, ?, ?, ?)",
+                      (*(MONDAY.isoformat(),) * 3, bytes(1536)))
     await old.close()
 
-    db, engine = await open_engine(path)  # migrates, then fits the old messages at start
+    db, engine = await open_engine(db_url)  # migrates, then fits the old messages at start
     try:
         # beliefs are searched with the same query, stemmed alike: "trains ... marathon" finds "training ... marathons"
-        assert await db.fetchval("SELECT rowid FROM beliefs_fts WHERE beliefs_fts MATCH ?",
-                                 (fts_query("Who trains for a marathon?"),)) is not None
-        assert await keyword_hits(db, "What did Anna do on 7 May 2023?") == ["yesterday I ran a marathon"]
-        assert await keyword_hits(db, "well done Bob") == ["nice, well done"]
+        assert await keyword_beliefs(db, Viewer.operator("test:1"), fts_query("Who trains for a marathon?"), 5)
+        assert await keyword_hits(db, "What did Anna do on 7 May 2023?", scope="test:1") == [
+            "yesterday I ran a marathon"]
+        assert await keyword_hits(db, "well done Bob", scope="test:1") == ["nice, well done"]
         assert await db.fetchval("SELECT count(*) FROM memory_messages_unfitted") == 0
         assert await engine.ingest(MemoryMessage("test:1", "general", "2", "Anna", "I ran again today", MONDAY))
-        assert len(await keyword_hits(db, "Anna marathon ran")) == 2
+        assert len(await keyword_hits(db, "Anna marathon ran", scope="test:1")) == 2
         await engine.forget("test:1")
-        assert await keyword_hits(db, "Anna marathon ran") == []
+        assert await keyword_hits(db, "Anna marathon ran", scope="test:1") == []
     finally:
         await close_engine(db, engine)
 

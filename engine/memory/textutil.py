@@ -51,7 +51,8 @@ def content_words(text: str) -> list[str]:
 
 
 def fts_query(text: str, limit: int = 12, now: datetime | None = None) -> str | None:
-    """An FTS5 MATCH expression for a question, for the message and belief indexes alike: any
+    """An FTS5 MATCH expression for a question, for the message and belief indexes alike (the same
+    text is a websearch_to_tsquery expression on PostgreSQL: engine.memory.keyword_sql): any
     (OR, so bm25 ranks by how many terms match and how rare they are) of the absolute dates it
     names, written as chattext indexes them and asked as phrases (relative ones like "yesterday"
     resolve against ``now``, the current time by default), then its content words, possessives
