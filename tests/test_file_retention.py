@@ -84,7 +84,8 @@ async def test_discard_keeps_files_a_resumable_job_names_and_ignores_other_paths
     used = put(data / "downloads" / "telegram" / "1" / "used.txt")
     for_failed_job = put(data / "downloads" / "telegram" / "1" / "failed.txt")
     elsewhere = put(tmp_path / "elsewhere.txt")
-    sneaky = data / "downloads" / ".." / "bot.sqlite3"
+    precious = put(data / "precious.txt")
+    sneaky = data / "downloads" / ".." / "precious.txt"
 
     jobs = JobRunner(db)
 
@@ -97,7 +98,7 @@ async def test_discard_keeps_files_a_resumable_job_names_and_ignores_other_paths
     files = FileRetention(data, 24.0, db)
     assert await files.discard([used, for_failed_job, elsewhere, sneaky, None]) == 1
     assert not used.exists() and for_failed_job.exists() and elsewhere.exists()
-    assert config.db_path.exists()
+    assert precious.exists()
 
 
 async def test_a_download_lives_while_its_job_needs_it_and_goes_after(tg):

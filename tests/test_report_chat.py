@@ -54,9 +54,7 @@ def stances(rows: list[tuple[str, int, int, float]]) -> list[tuple]:
 
 
 async def add_stances(app: App, rows: list[tuple]) -> None:
-    """Stances as engineer "stance"'s table holds them (created here only where it is missing)."""
-    await app.db.execute("CREATE TABLE IF NOT EXISTS sim_stances (sim_id TEXT, platform TEXT, round INTEGER,"
-                         " agent_id INTEGER, score REAL, label TEXT, PRIMARY KEY (sim_id, platform, round, agent_id))")
+    """Stances as the stance observer writes them."""
     await app.db.executemany("INSERT INTO sim_stances(sim_id, platform, round, agent_id, score, label)"
                              " VALUES (?,?,?,?,?,?)", rows)
 
@@ -70,8 +68,8 @@ async def make_app(tmp_path: Path, server, **sections) -> App:
 
 
 @pytest.fixture
-async def app(tmp_path, openai_server):  # noqa: F811
-    app = await make_app(tmp_path, openai_server)
+async def app(tmp_path, openai_server, db_url):  # noqa: F811
+    app = await make_app(tmp_path, openai_server, database={"url": db_url})
     app.adapters.add(Outlet("console", lambda scope, channel: RecordingReply()))
     await app.start()
     yield app

@@ -50,8 +50,8 @@ class RecordingReply(Reply):
 
 
 @pytest.fixture
-async def app(tmp_path, openai_server):  # noqa: F811
-    config = parse_config({"bot": {"data_dir": str(tmp_path / "data")},
+async def app(tmp_path, openai_server, db_url):  # noqa: F811
+    config = parse_config({"bot": {"data_dir": str(tmp_path / "data")}, "database": {"url": db_url},
                            "llm": {"base_url": openai_server.base_url, "model": "m", "retry_max_wait_s": 1},
                            "jobs": {"progress_interval_s": 0}}, str(tmp_path / "config.toml"))
     app = await App.create(config, FEATURES)
