@@ -26,6 +26,11 @@ def openai_server(fake_openai):
     yield fake_openai
 
 
+# For tests that take conftest's ``db``/``db_url`` but whose point is not storage (real OASIS runs):
+# they run on SQLite only, to keep the suite's time.
+sqlite_only = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+
+
 @pytest_asyncio.fixture
 async def db(tmp_path):
     database = await open_database(tmp_path / "test.sqlite3")
