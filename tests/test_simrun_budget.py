@@ -48,7 +48,6 @@ async def recorded_calls(db, job: str) -> int:
     return await db.fetchval("SELECT coalesce(sum(calls), 0) FROM llm_usage WHERE job = ?", (job,))
 
 
-@sqlite_only
 async def test_a_cap_stops_the_run_at_the_end_of_its_round_and_interviews_count(tmp_path, db, llm):
     folder = tmp_path / "sim"
     make_sim_folder(folder, agents=6, rounds=4, sim_id="b1")
