@@ -21,7 +21,7 @@ from tests.fakes import telegram_server
 from tests.fakes.discord_server import CHANNEL, GUILD, FakeDiscord
 from tests.fakes.openai_server import Metered, Raw
 from tests.fakes.reportchat_responder import PERSONA_ANSWER, ReportChatResponder
-from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import fake_openai, openai_server, sqlite_only  # noqa: F401
 from tests.simdata import sample_simulation, write_environment, write_graph
 from tests.test_report_command import RecordingReply, said
 
@@ -159,6 +159,7 @@ async def test_earlier_questions_of_the_channel_and_the_belief_series_reach_the_
     assert requests_of(openai_server)[-1]["messages"][1]["content"] == "What next?"
 
 
+@sqlite_only
 async def test_what_cannot_be_answered_is_one_line_and_costs_no_request(app, sim, openai_server, tmp_path):  # noqa: F811
     openai_server.responder = ReportChatResponder()
     await write_graph(app.db, "sim2", tmp_path / "empty", app.embedder)
@@ -185,6 +186,7 @@ async def test_what_cannot_be_answered_is_one_line_and_costs_no_request(app, sim
                                                                if a.name == "question")
 
 
+@sqlite_only
 async def test_the_estimate_of_a_question_is_within_30_percent_of_one_asked(app, sim, openai_server):  # noqa: F811
     report = sim / "report" / "report.md"   # a report as long as the prompt takes, and a full history
     report.write_text(report.read_text() + "\n## 2. Details\n\n" + "Riders weighed bikes against buses. " * 300)
