@@ -4,7 +4,7 @@ a fork of it after round 1 in which a news account's post was injected at round 
 Both are played by camel-oasis's own Platform (no LLM). B's round 1 is A's, line for line; from
 round 2 its Twitter differs. The injected post is Twitter post 4 of B; who saw it and engaged
 with it is worked out by hand below (``TRAVEL``). Stances, as the stance observer writes them,
-are inserted by ``write_stances`` (the table is created when the database lacks it).
+are inserted by ``write_stances``.
 """
 from __future__ import annotations
 
@@ -64,8 +64,8 @@ def two_runs(tmp_path_factory, into: Path) -> tuple[Path, Path]:
 
 
 async def write_stances(db, sim_id: str, stances: dict) -> None:
-    await db.execute("CREATE TABLE IF NOT EXISTS sim_stances(sim_id TEXT, platform TEXT, round INTEGER,"
-                     " agent_id INTEGER, score REAL, label TEXT, PRIMARY KEY (sim_id, platform, round, agent_id))")
-    await db.executemany("INSERT OR REPLACE INTO sim_stances VALUES (?, ?, ?, ?, ?, ?)", [
+    await db.executemany(
+        "INSERT INTO sim_stances(sim_id, platform, round, agent_id, score, label) VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT(sim_id, platform, round, agent_id) DO UPDATE SET score=excluded.score, label=excluded.label", [
         (sim_id, platform, rnd, agent, score, "for" if score > 0.2 else "against" if score < -0.2 else "neutral")
         for (platform, rnd), scores in stances.items() for agent, score in scores.items()])

@@ -26,6 +26,12 @@ def openai_server(fake_openai):
     yield fake_openai
 
 
+# For tests that take conftest's ``db``/``db_url`` but whose point is not storage (real OASIS runs,
+# LLM fallbacks, the agent loop, refusals): SQLite only, to keep the suite's time; a neighbour in
+# the same module covers their storage on both backends.
+sqlite_only = pytest.mark.parametrize("db_url", ["sqlite"], indirect=True)
+
+
 @pytest_asyncio.fixture
 async def db(tmp_path):
     database = await open_database(tmp_path / "test.sqlite3")

@@ -1,5 +1,6 @@
-"""Shared set-up for the memory tests: a real database file, the real MiniLM embedder (loaded
-once per test process by the embedder's own cache) and a memory engine over them."""
+"""Shared set-up for the memory tests: a real database (a SQLite file, or PostgreSQL through the
+``db_url`` fixture of tests/conftest.py), the real MiniLM embedder (loaded once per test process by
+the embedder's own cache) and a memory engine over them."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
@@ -13,8 +14,10 @@ from engine.memory import MemoryEngine, MemoryMessage
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=timezone.utc)
 
 
-async def open_engine(path: Path, llm=None, **settings):
-    db = await open_database(path)
+async def open_engine(target: str | Path, llm=None, **settings):
+    """A started engine on ``target``: a SQLite file path, ``sqlite:///path`` or ``postgresql://...``
+    (opening it again later is a restart on the same data)."""
+    db = await open_database(target)
     engine = MemoryEngine(db, Embedder(), MemorySection(**settings), llm=llm)
     await engine.start()
     return db, engine

@@ -19,7 +19,7 @@ from engine.sim.injected import read_injected
 from engine.sim.report.stats import NOT_ACTIONS
 from engine.sim.travel import ACTIVE, FEED, event_travel
 from tests.compare_data import EVENT, STANCES_A, STANCES_B, TRAVEL, two_runs, write_stances
-from tests.llm_fixtures import db, fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 
 
 @pytest.fixture

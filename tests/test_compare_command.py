@@ -12,7 +12,7 @@ from bot.cli.export import report_export
 from engine.config import load_config
 from engine.db import open_database
 from tests.compare_data import STANCES_A, STANCES_B, two_runs, write_stances
-from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import fake_openai, openai_server, sqlite_only  # noqa: F401
 from tests.test_memory_cli import run_bot
 from tests.test_report_command import RecordingReply, app, said  # noqa: F401
 
@@ -68,6 +68,7 @@ async def test_compare_posts_summary_charts_and_file(sims, openai_server):  # no
     ("/compare simA simD", "⚠ simulation simD has not run yet: there is nothing to compare."),
     ("/compare simA", "⚠ missing sim_b. Usage: /compare <sim_a> <sim_b>"),
 ])
+@sqlite_only
 async def test_compare_bad_input_is_one_line(sims, line, answer):
     app = sims
     reply = RecordingReply()

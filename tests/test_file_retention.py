@@ -77,6 +77,7 @@ async def test_sweep_removes_old_downloads_and_outgoing_files_only(config, db, t
     await jobs.wait(job.id)
     assert await files.sweep(now=time.time() + 2 * DAY) == 2  # fresh_download and running
     assert held.exists() and sim_doc.exists() and sim_log.exists() and user_file.exists()
+    await jobs.shutdown()
 
 
 async def test_discard_keeps_files_a_resumable_job_names_and_ignores_other_paths(config, db, tmp_path):
@@ -84,7 +85,8 @@ async def test_discard_keeps_files_a_resumable_job_names_and_ignores_other_paths
     used = put(data / "downloads" / "telegram" / "1" / "used.txt")
     for_failed_job = put(data / "downloads" / "telegram" / "1" / "failed.txt")
     elsewhere = put(tmp_path / "elsewhere.txt")
-    sneaky = data / "downloads" / ".." / "bot.sqlite3"
+    precious = put(data / "precious.txt")
+    sneaky = data / "downloads" / ".." / "precious.txt"
 
     jobs = JobRunner(db)
 
@@ -97,7 +99,8 @@ async def test_discard_keeps_files_a_resumable_job_names_and_ignores_other_paths
     files = FileRetention(data, 24.0, db)
     assert await files.discard([used, for_failed_job, elsewhere, sneaky, None]) == 1
     assert not used.exists() and for_failed_job.exists() and elsewhere.exists()
-    assert config.db_path.exists()
+    assert precious.exists()
+    await jobs.shutdown()
 
 
 async def test_a_download_lives_while_its_job_needs_it_and_goes_after(tg):

@@ -8,7 +8,7 @@ import pytest
 
 from engine.sim.graphstore import GraphStore
 from engine.sim.vectors import to_blob
-from tests.llm_fixtures import db, embedder  # noqa: F401
+from tests.llm_fixtures import embedder, sqlite_only  # noqa: F401
 from tests.loop_lag import watch_loop
 from tests.simdata import write_graph
 
@@ -54,6 +54,7 @@ async def big_graph(db, sim_id: str, entities: int, facts: int) -> None:
          for i in range(facts)])
 
 
+@sqlite_only
 async def test_searches_of_a_large_graph_leave_the_event_loop_responsive(db, embedder):
     await big_graph(db, "big", 4000, 30000)
     store = GraphStore(db, embedder)

@@ -143,8 +143,8 @@ async def test_updates_are_stored_before_confirmed_and_a_blocked_handler_stops_p
         await server.stop()
 
 
-async def test_a_full_queue_makes_the_producer_wait_and_drops_nothing(tmp_path):
-    db, engine = await open_engine(tmp_path / "q.sqlite3")
+async def test_a_full_queue_makes_the_producer_wait_and_drops_nothing(db_url):
+    db, engine = await open_engine(db_url)
     queue = IngestQueue(engine, max_pending=5, batch_max=4, batch_wait_ms=0)
     queue.start()
     chat = Chat()

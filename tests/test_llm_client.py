@@ -11,7 +11,7 @@ from engine.config import LLMSection, ModelPrice
 from engine.jobs import JobError
 from engine.llm import BudgetExceeded, LLMClient, LLMError
 from tests.fakes.openai_server import Raw, completion
-from tests.llm_fixtures import db, fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 
 
 class Person(BaseModel):

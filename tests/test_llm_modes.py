@@ -13,7 +13,7 @@ from engine.config import LLMSection
 from engine.llm import LLMClient, LLMError
 from engine.llm.schema import strict_schema
 from tests.fakes.openai_server import Raw, StructuredFormats
-from tests.llm_fixtures import db, fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 
 
 class Person(BaseModel):

@@ -27,8 +27,8 @@ def team_meets(body: dict):
                                     "confidence": 0.8, "exclusive": False, "sources": numbers}]})
 
 
-async def test_audiences_never_share_a_world_and_viewers_see_only_theirs(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db")
+async def test_audiences_never_share_a_world_and_viewers_see_only_theirs(db_url):
+    db, engine = await open_engine(db_url)
     chat = Chat(SCOPE)
     same = "the quarterly budget review happens in the big meeting room"
     public = await engine.ingest(chat.msg(same, channel="general"))
@@ -51,10 +51,10 @@ async def test_audiences_never_share_a_world_and_viewers_see_only_theirs(tmp_pat
     await close_engine(db, engine)
 
 
-async def test_a_channel_changing_audience_takes_its_messages_and_beliefs_along(tmp_path):
+async def test_a_channel_changing_audience_takes_its_messages_and_beliefs_along(db_url):
     with FakeOpenAI(team_meets) as server:
         llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model"))
-        db, engine = await open_engine(tmp_path / "m.db", llm=llm, extract_every_n=1000, extract_every_s=600)
+        db, engine = await open_engine(db_url, llm=llm, extract_every_n=1000, extract_every_s=600)
         chat = Chat(SCOPE)
         for channel in ("general", "staff"):
             for text in ("the team meets on thursday in the big room", "our team meeting is thursday at ten"):
@@ -87,12 +87,12 @@ async def test_a_channel_changing_audience_takes_its_messages_and_beliefs_along(
         await llm.close()
 
 
-async def test_a_restart_keeps_the_partitions(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db")
+async def test_a_restart_keeps_the_partitions(db_url):
+    db, engine = await open_engine(db_url)
     chat = Chat(SCOPE)
     hidden = await engine.ingest(_with(chat.msg("the severance terms are confidential", channel="staff"), STAFF))
     await close_engine(db, engine)
-    db, engine = await open_engine(tmp_path / "m.db")
+    db, engine = await open_engine(db_url)
     assert (await engine.route_query(Viewer(SCOPE), "severance terms"))[0] is None
     assert (await engine.route_query(Viewer(SCOPE, STAFF), "severance terms"))[0].id == hidden.world_id
     again = await engine.ingest(chat.msg("the severance terms are signed", channel="staff"))

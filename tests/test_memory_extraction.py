@@ -56,10 +56,10 @@ def server():
         yield fake
 
 
-async def test_extraction_batches_dedupes_and_supersedes(tmp_path, server):
+async def test_extraction_batches_dedupes_and_supersedes(db_url, server):
     server.responder = responder(delay=1.5)
     llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model"))
-    db, engine = await open_engine(tmp_path / "m.db", llm=llm, base_threshold=0.1, extract_every_n=3,
+    db, engine = await open_engine(db_url, llm=llm, base_threshold=0.1, extract_every_n=3,
                                    extract_every_s=600)
     chat = Chat()
     engine.embedder.encode(["load the model before timing"])
@@ -111,10 +111,10 @@ async def test_extraction_batches_dedupes_and_supersedes(tmp_path, server):
     await llm.close()
 
 
-async def test_extraction_runs_after_the_quiet_period_and_survives_restart(tmp_path, server):
+async def test_extraction_runs_after_the_quiet_period_and_survives_restart(db_url, server):
     server.responder = responder()
     llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model"))
-    db, engine = await open_engine(tmp_path / "m.db", llm=llm, extract_every_n=100, extract_every_s=0.2)
+    db, engine = await open_engine(db_url, llm=llm, extract_every_n=100, extract_every_s=0.2)
     chat = Chat()
     await engine.ingest(chat.msg("Alice lives in Paris"))
     for _ in range(100):
@@ -128,17 +128,17 @@ async def test_extraction_runs_after_the_quiet_period_and_survives_restart(tmp_p
     await engine.ingest(chat.msg("Alice works at Acme Corp"))
     await close_engine(db, engine)
     server.responder = responder()
-    db, engine = await open_engine(tmp_path / "m.db", llm=llm, extract_every_n=100, extract_every_s=0.1)
+    db, engine = await open_engine(db_url, llm=llm, extract_every_n=100, extract_every_s=0.1)
     await engine.flush()
     assert await db.fetchval("SELECT count(*) FROM beliefs WHERE object='Acme Corp'") == 1
     await close_engine(db, engine)
     await llm.close()
 
 
-async def test_answers_never_in_shape_are_skipped_not_retried_forever(tmp_path, server):
+async def test_answers_never_in_shape_are_skipped_not_retried_forever(db_url, server):
     server.responder = lambda body: "I'd rather chat about the weather."
     llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model", validation_retries=1))
-    db, engine = await open_engine(tmp_path / "m.db", llm=llm, extract_every_n=100, extract_every_s=600)
+    db, engine = await open_engine(db_url, llm=llm, extract_every_n=100, extract_every_s=600)
     chat = Chat()
     await engine.ingest(chat.msg("Alice lives in Paris"))
     await engine.flush()

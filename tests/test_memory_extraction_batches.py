@@ -68,10 +68,10 @@ def said_and_mentioned(body: dict):
     return without_usage(json.dumps({"beliefs": beliefs}))
 
 
-async def test_one_call_per_channel_batch_across_worlds(tmp_path):
+async def test_one_call_per_channel_batch_across_worlds(db_url):
     with FakeOpenAI(said_and_mentioned) as server:
         llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model"))
-        db, engine = await open_engine(tmp_path / "m.db", llm=llm)  # the default batch settings
+        db, engine = await open_engine(db_url, llm=llm)  # the default batch settings
         chat = Chat(channel="team")
         texts = [f"{TOPICS[(i // 4) % 4][i % 5]} ({i})" for i in range(80)]  # runs of four per topic
         for i, text in enumerate(texts):
@@ -121,10 +121,10 @@ def lives_in(body: dict):
          "sources": [n]} for n, _, t in lines_of(body) if t in FACTS]})
 
 
-async def test_an_older_statement_extracted_later_never_supersedes_a_newer_one(tmp_path):
+async def test_an_older_statement_extracted_later_never_supersedes_a_newer_one(db_url):
     with FakeOpenAI(lives_in) as server:
         llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model"))
-        db, engine = await open_engine(tmp_path / "m.db", llm=llm, base_threshold=0.1, extract_every_s=600)
+        db, engine = await open_engine(db_url, llm=llm, base_threshold=0.1, extract_every_s=600)
         said = {}
 
         async def say(text: str, hours: float) -> None:
@@ -174,7 +174,7 @@ GARBAGE = [
 ]
 
 
-async def test_garbage_triples_are_rejected_and_logged(tmp_path, caplog):
+async def test_garbage_triples_are_rejected_and_logged(db_url, caplog):
     def junk(body: dict):
         if not is_extraction(body):
             return json.dumps({"name": "topic"})
@@ -184,7 +184,7 @@ async def test_garbage_triples_are_rejected_and_logged(tmp_path, caplog):
 
     with FakeOpenAI(junk) as server:
         llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model"))
-        db, engine = await open_engine(tmp_path / "m.db", llm=llm, base_threshold=0.1, extract_every_s=600)
+        db, engine = await open_engine(db_url, llm=llm, base_threshold=0.1, extract_every_s=600)
         chat = Chat()
         for text in ["Alice lives in Paris", "Alice works at Acme Corp"]:
             await engine.ingest(chat.msg(text))
@@ -205,11 +205,11 @@ CUT_OFF = ('{"beliefs": [{"subject": "Alice", "predicate": "lives in", "object":
            '{"subject": "Alice", "predicate": "works at", "object": "Ac')
 
 
-async def test_an_answer_that_only_parses_after_repair_stores_nothing(tmp_path):
+async def test_an_answer_that_only_parses_after_repair_stores_nothing(db_url):
     assert len(parse_answer(CUT_OFF)[0]["beliefs"]) == 2  # repair would have made two beliefs of it
     with FakeOpenAI(lambda body: CUT_OFF if is_extraction(body) else json.dumps({"name": "t"})) as server:
         llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model", validation_retries=1))
-        db, engine = await open_engine(tmp_path / "m.db", llm=llm, extract_every_s=600)
+        db, engine = await open_engine(db_url, llm=llm, extract_every_s=600)
         chat = Chat()
         for text in ["Alice lives in Paris", "Alice works at Acme Corp"]:
             await engine.ingest(chat.msg(text))

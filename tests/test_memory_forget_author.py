@@ -23,10 +23,10 @@ def one_belief_per_line_and_one_for_all(body: dict):
     return json.dumps({"beliefs": beliefs})
 
 
-async def test_forget_author_removes_only_their_messages_and_beliefs(tmp_path):
+async def test_forget_author_removes_only_their_messages_and_beliefs(db_url):
     with FakeOpenAI(one_belief_per_line_and_one_for_all) as server:
         llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model"))
-        db, engine = await open_engine(tmp_path / "m.db", llm=llm, extract_every_n=1000, extract_every_s=600)
+        db, engine = await open_engine(db_url, llm=llm, extract_every_n=1000, extract_every_s=600)
         here, elsewhere = Chat("test:1"), Chat("test:2")
         said = [(here, "ann", "a1", "the river is rising near the mill"),
                 (here, "bob", "b1", "the ferry stops when the river floods"),

@@ -35,11 +35,11 @@ def extract_everything(body: dict):
                                     "exclusive": False, "sources": [int(n)]} for n, author, text in lines]})
 
 
-async def test_nothing_crosses_scopes(tmp_path):
+async def test_nothing_crosses_scopes(db_url):
     rng = random.Random(20250301)
     with FakeOpenAI(extract_everything) as server:
         llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model"))
-        db, engine = await open_engine(tmp_path / "m.db", llm=llm, extract_every_n=1000, extract_every_s=600)
+        db, engine = await open_engine(db_url, llm=llm, extract_every_n=1000, extract_every_s=600)
         messages = []
         for scope in SCOPES:
             lines = rng.sample(SHARED, 6) + [f"{marker(scope)} is the secret word of {text}" for text in

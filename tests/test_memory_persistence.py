@@ -9,8 +9,8 @@ from tests.memory_helpers import Chat, close_engine, open_engine
 SETTINGS = dict(base_threshold=0.3, context_weight=0.0)
 
 
-async def test_restart_keeps_worlds_index_and_channel(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db", **SETTINGS)
+async def test_restart_keeps_worlds_index_and_channel(db_url):
+    db, engine = await open_engine(db_url, **SETTINGS)
     chat = Chat()
     cooking = await engine.ingest(chat.msg("my sourdough bread did not rise in the oven"))
     await engine.ingest(chat.msg("the bread dough needs a warmer place to proof"))
@@ -19,7 +19,7 @@ async def test_restart_keeps_worlds_index_and_channel(tmp_path):
     centroids = {r["id"]: from_blob(r["centroid"]) for r in await db.fetchall("SELECT id, centroid FROM worlds")}
     await close_engine(db, engine)
 
-    db, engine = await open_engine(tmp_path / "m.db", **SETTINGS)
+    db, engine = await open_engine(db_url, **SETTINGS)
     after = {w.id: (w.topic, w.access_count, w.evidence) for w in await engine.worlds(chat.scope)}
     assert after == before and len(after) == 2
     index = engine.cache.scopes[chat.scope].index("")

@@ -7,6 +7,7 @@ import json
 from bot.app import App
 from engine.config import parse_config
 from engine.memory.audience import Viewer
+from engine.memory.message_index import MessageIndex, nearest_on_server
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memory_helpers import Chat, close_engine, open_engine
 from tests.test_console import run_bot
@@ -28,8 +29,8 @@ BAKING_CHAT = [
 ]
 
 
-async def test_answer_in_another_world_than_the_question_routes_to(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db")
+async def test_answer_in_another_world_than_the_question_routes_to(db_url):
+    db, engine = await open_engine(db_url)
     chat = Chat()
     await engine.ingest_many([chat.msg(t) for t in PYTHON_CHAT + BAKING_CHAT])
     question = "what python name did Dana give her starter"
@@ -44,8 +45,8 @@ async def test_answer_in_another_world_than_the_question_routes_to(tmp_path):
     await close_engine(db, engine)
 
 
-async def test_neighbour_turns_complete_a_hit_and_count_in_k(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db")
+async def test_neighbour_turns_complete_a_hit_and_count_in_k(db_url):
+    db, engine = await open_engine(db_url)
     chat = Chat()
     await engine.ingest_many([chat.msg("where did you park the blue van yesterday?", "ann"),
                               chat.msg("next to the old lighthouse", "bob"),
@@ -60,8 +61,8 @@ async def test_neighbour_turns_complete_a_hit_and_count_in_k(tmp_path):
     await close_engine(db, engine)
 
 
-async def test_recall_never_crosses_audiences_or_scopes(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db")
+async def test_recall_never_crosses_audiences_or_scopes(db_url):
+    db, engine = await open_engine(db_url)
     await engine.set_audiences("guild:1", {"staff": "staff-room"})
     ours, theirs, other = Chat("guild:1", "general"), Chat("guild:1", "staff"), Chat("guild:2", "general")
     await engine.ingest_many([ours.msg("the quarterly budget meeting is on friday"),
@@ -77,6 +78,37 @@ async def test_recall_never_crosses_audiences_or_scopes(tmp_path):
     await engine.set_audiences("guild:1", {"staff": ""})
     assert len((await engine.recall(Viewer("guild:1"), "quarterly budget", k=10)).evidence) == 2
     await close_engine(db, engine)
+
+
+async def test_a_new_process_finds_the_same_nearest_messages_before_and_after_its_vectors_load(db_url):
+    """A process's first search of a scope on PostgreSQL is answered by the server (pgvector) while
+    the vectors load; it finds what the loaded index finds, for messages and beliefs' table alike,
+    and never another audience's rows."""
+    db, engine = await open_engine(db_url)
+    await engine.set_audiences("guild:1", {"staff": "staff-room"})
+    ours, theirs = Chat("guild:1", "general"), Chat("guild:1", "staff")
+    await engine.ingest_many([ours.msg(t) for t in PYTHON_CHAT] + [theirs.msg(t) for t in BAKING_CHAT])
+    staff_rows = {r["id"] for r in await db.fetchall("SELECT id FROM memory_messages WHERE channel='staff'")}
+    everyone, staff = Viewer("guild:1"), Viewer("guild:1", "staff-room")
+    try:
+        for query in ["reading csv files with pandas", "why did my sourdough not rise in the oven"]:
+            vec = (await engine.embedder.embed([query]))[0]
+            cold = MessageIndex()
+            first = await cold.search(db, everyone, vec, 4)   # PostgreSQL: the server answers, the load starts
+            await cold.settle()
+            loaded = await cold.search(db, everyone, vec, 4)
+            assert [i for i, _ in first] == [i for i, _ in loaded] and not staff_rows & {i for i, _ in first}
+            assert [round(c, 4) for _, c in first] == [round(c, 4) for _, c in loaded]
+            if db.dialect == "postgresql":
+                for viewer in (everyone, staff):
+                    server = await nearest_on_server(db, viewer, vec, 6)
+                    local = await cold.search(db, viewer, vec, 6)
+                    assert [i for i, _ in server] == [i for i, _ in local]
+                    assert max(abs(a - b) for (_, a), (_, b) in zip(server, local)) < 1e-4
+                assert staff_rows & {i for i, _ in await nearest_on_server(db, staff, vec, 10)}
+                assert await nearest_on_server(db, everyone, vec, 4, "beliefs") == []   # no beliefs without an LLM
+    finally:
+        await close_engine(db, engine)
 
 
 async def test_world_without_beliefs_shows_its_recent_messages_and_long_input_is_one_line(tmp_path):

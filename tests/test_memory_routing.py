@@ -30,8 +30,8 @@ def test_threshold_rises_with_maturity_and_alpha_shrinks():
     assert not router.is_short(cfg, PANDAS)
 
 
-async def test_birth_absorb_moves_centroid_by_alpha(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db", base_threshold=0.3, context_weight=0.0)
+async def test_birth_absorb_moves_centroid_by_alpha(db_url):
+    db, engine = await open_engine(db_url, base_threshold=0.3, context_weight=0.0)
     chat = Chat()
     first = await engine.ingest(chat.msg(PANDAS))
     assert first.action == "birth"
@@ -76,8 +76,8 @@ async def test_mature_world_needs_more_similarity(tmp_path):
         await close_engine(db, engine)
 
 
-async def test_short_message_follows_the_channel(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db", base_threshold=0.5, context_weight=0.0)
+async def test_short_message_follows_the_channel(db_url):
+    db, engine = await open_engine(db_url, base_threshold=0.5, context_weight=0.0)
     chat = Chat()
     lone = await engine.ingest(chat.msg("ok", channel="empty"))
     assert lone.action == "birth"  # nothing to follow in a fresh channel
@@ -91,8 +91,8 @@ async def test_short_message_follows_the_channel(tmp_path):
     await close_engine(db, engine)
 
 
-async def test_merge_moves_everything_and_is_recorded(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db", base_threshold=0.99, merge_threshold=0.6,
+async def test_merge_moves_everything_and_is_recorded(db_url):
+    db, engine = await open_engine(db_url, base_threshold=0.99, merge_threshold=0.6,
                                    context_weight=0.0)
     chat = Chat()
     a = await engine.ingest(chat.msg(PANDAS))
@@ -123,8 +123,8 @@ async def test_merge_moves_everything_and_is_recorded(tmp_path):
     await close_engine(db, engine)
 
 
-async def test_decay_halves_confidence_per_half_life(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db", half_life_days=10)
+async def test_decay_halves_confidence_per_half_life(db_url):
+    db, engine = await open_engine(db_url, half_life_days=10)
     chat = Chat()
     r = await engine.ingest(chat.msg(PANDAS))
     fact = NewBelief("pandas", "reads", "csv", 0.8, False, [1], chat.msg("x").ts)
@@ -138,25 +138,25 @@ async def test_decay_halves_confidence_per_half_life(tmp_path):
     await close_engine(db, engine)
 
 
-async def test_dead_worlds_are_removed_at_start(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db", base_threshold=0.99)
+async def test_dead_worlds_are_removed_at_start(db_url):
+    db, engine = await open_engine(db_url, base_threshold=0.99)
     chat = Chat()
     keep = await engine.ingest(chat.msg(PANDAS))
     dead = await engine.ingest(chat.msg(BREAD))
     await db.execute("DELETE FROM memory_messages WHERE world_id=?", (dead.world_id,))
     await close_engine(db, engine)
-    db, engine = await open_engine(tmp_path / "m.db", base_threshold=0.99)
+    db, engine = await open_engine(db_url, base_threshold=0.99)
     assert [w.id for w in await engine.worlds(chat.scope)] == [keep.world_id]
     assert len(engine.cache.scopes[chat.scope].index("")) == 1
     await close_engine(db, engine)
 
 
-async def test_topics_are_renamed_in_the_background_as_worlds_grow(tmp_path):
-    db, engine = await open_engine(tmp_path / "m.db", base_threshold=0.1, topic_delay_s=0)
+async def test_topics_are_renamed_in_the_background_as_worlds_grow(db_url):
+    db, engine = await open_engine(db_url, base_threshold=0.1, topic_delay_s=0)
     chat = Chat()
     for text in (PANDAS, PANDAS_2, "pandas groupby on a big csv is slow"):
         await engine.ingest(chat.msg(text))
-    for _ in range(200):
+    for _ in range(1000):   # up to 20 s: a loaded machine names late
         worlds = await engine.worlds(chat.scope)
         if await db.fetchval("SELECT topic_size FROM worlds"):  # named since it was born
             break

@@ -16,7 +16,7 @@ from engine.sim.report.sources import PERSONA_LABEL, PersonaInterviewer, StoreGr
 from engine.sim.report.stats import compute_stats
 from engine.sim.report.tools import ReportTools, tool_schemas
 from tests.fakes.openai_server import Raw, completion
-from tests.llm_fixtures import db, embedder, fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import embedder, fake_openai, openai_server, sqlite_only  # noqa: F401
 from tests.simdata import sample_simulation, write_environment, write_graph
 
 OUTLINE = {"title": "Fare hike: how commuters respond",
@@ -156,6 +156,7 @@ async def test_report_with_native_tool_calls(sim, graph, memory, openai_server):
     assert "writing section 2/2: How the facts changed" in seen
 
 
+@sqlite_only
 async def test_section_loop_stops_at_the_turn_cap(sim, graph, memory, openai_server):  # noqa: F811
     def endless(body):
         fmt = (body.get("response_format") or {}).get("json_schema", {}).get("name")
@@ -193,6 +194,7 @@ async def test_resumed_report_writes_only_missing_sections(sim, graph, memory, o
     assert "[fact 5]" in result.path.read_text()
 
 
+@sqlite_only
 async def test_bad_tool_calls_get_error_results(sim, graph, memory, openai_server):  # noqa: F811
     llm = llm_for(openai_server)
     tools = tools_for(sim, graph, memory, llm)
@@ -211,6 +213,7 @@ async def test_bad_tool_calls_get_error_results(sim, graph, memory, openai_serve
     await llm.close()
 
 
+@sqlite_only
 async def test_interviewees_are_chosen_by_relevance(sim, graph, memory, openai_server):  # noqa: F811
     openai_server.responder = lambda body: "I ride my bike."
     llm = llm_for(openai_server)
@@ -230,6 +233,7 @@ def test_tool_schemas_are_valid_function_definitions():
         json.dumps(tool)
 
 
+@sqlite_only
 async def test_an_endpoint_without_tool_calling_still_gets_a_cited_report(sim, graph, memory, openai_server):  # noqa: F811
     def no_tools(body):
         if body.get("tools"):

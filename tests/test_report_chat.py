@@ -21,7 +21,7 @@ from tests.fakes import telegram_server
 from tests.fakes.discord_server import CHANNEL, GUILD, FakeDiscord
 from tests.fakes.openai_server import Metered, Raw
 from tests.fakes.reportchat_responder import PERSONA_ANSWER, ReportChatResponder
-from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import fake_openai, openai_server, sqlite_only  # noqa: F401
 from tests.simdata import sample_simulation, write_environment, write_graph
 from tests.test_report_command import RecordingReply, said
 
@@ -54,9 +54,7 @@ def stances(rows: list[tuple[str, int, int, float]]) -> list[tuple]:
 
 
 async def add_stances(app: App, rows: list[tuple]) -> None:
-    """Stances as engineer "stance"'s table holds them (created here only where it is missing)."""
-    await app.db.execute("CREATE TABLE IF NOT EXISTS sim_stances (sim_id TEXT, platform TEXT, round INTEGER,"
-                         " agent_id INTEGER, score REAL, label TEXT, PRIMARY KEY (sim_id, platform, round, agent_id))")
+    """Stances as the stance observer writes them."""
     await app.db.executemany("INSERT INTO sim_stances(sim_id, platform, round, agent_id, score, label)"
                              " VALUES (?,?,?,?,?,?)", rows)
 
@@ -70,8 +68,8 @@ async def make_app(tmp_path: Path, server, **sections) -> App:
 
 
 @pytest.fixture
-async def app(tmp_path, openai_server):  # noqa: F811
-    app = await make_app(tmp_path, openai_server)
+async def app(tmp_path, openai_server, db_url):  # noqa: F811
+    app = await make_app(tmp_path, openai_server, database={"url": db_url})
     app.adapters.add(Outlet("console", lambda scope, channel: RecordingReply()))
     await app.start()
     yield app
@@ -161,6 +159,7 @@ async def test_earlier_questions_of_the_channel_and_the_belief_series_reach_the_
     assert requests_of(openai_server)[-1]["messages"][1]["content"] == "What next?"
 
 
+@sqlite_only
 async def test_what_cannot_be_answered_is_one_line_and_costs_no_request(app, sim, openai_server, tmp_path):  # noqa: F811
     openai_server.responder = ReportChatResponder()
     await write_graph(app.db, "sim2", tmp_path / "empty", app.embedder)
@@ -187,6 +186,7 @@ async def test_what_cannot_be_answered_is_one_line_and_costs_no_request(app, sim
                                                                if a.name == "question")
 
 
+@sqlite_only
 async def test_the_estimate_of_a_question_is_within_30_percent_of_one_asked(app, sim, openai_server):  # noqa: F811
     report = sim / "report" / "report.md"   # a report as long as the prompt takes, and a full history
     report.write_text(report.read_text() + "\n## 2. Details\n\n" + "Riders weighed bikes against buses. " * 300)

@@ -16,7 +16,7 @@ from engine.sim.pipeline import run_pipeline
 from engine.sim.report.step import step as report_step
 from engine.sim.stance import label_of
 from tests.chat_helpers import Outlet
-from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import fake_openai, openai_server, sqlite_only  # noqa: F401
 from tests.simdata import write_graph
 from tests.test_report_agent import folder, scripted  # noqa: F401
 
@@ -50,8 +50,8 @@ class RecordingReply(Reply):
 
 
 @pytest.fixture
-async def app(tmp_path, openai_server):  # noqa: F811
-    config = parse_config({"bot": {"data_dir": str(tmp_path / "data")},
+async def app(tmp_path, openai_server, db_url):  # noqa: F811
+    config = parse_config({"bot": {"data_dir": str(tmp_path / "data")}, "database": {"url": db_url},
                            "llm": {"base_url": openai_server.base_url, "model": "m", "retry_max_wait_s": 1},
                            "jobs": {"progress_interval_s": 0}}, str(tmp_path / "config.toml"))
     app = await App.create(config, FEATURES)
@@ -102,6 +102,7 @@ async def test_report_command_writes_then_posts_summary_charts_and_file(app, fol
     assert [e[0] for e in again.log] == ["send", "image", "image", "image", "image", "file"]
 
 
+@sqlite_only
 async def test_report_command_refusals(app, folder, tmp_path):
     reply = RecordingReply()
     await app.dispatch(said("/report nosuch"), reply)
@@ -125,6 +126,7 @@ async def test_report_command_refusals(app, folder, tmp_path):
                                   "the end and posted in its channel.")]
 
 
+@sqlite_only
 async def test_report_as_a_pipeline_step(app, folder, openai_server):  # noqa: F811
     openai_server.responder = scripted
     await write_graph(app.db, "sim1", folder, app.embedder)
@@ -141,6 +143,7 @@ async def test_report_as_a_pipeline_step(app, folder, openai_server):  # noqa: F
     assert done["report"]["llm_calls"] > 0
 
 
+@sqlite_only
 async def test_a_simulation_ending_with_its_report_posts_it_in_its_channel(app, folder, openai_server):  # noqa: F811
     openai_server.responder = scripted
     await write_graph(app.db, "sim1", folder, app.embedder)

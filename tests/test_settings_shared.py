@@ -1,5 +1,6 @@
 """Channel settings are cached per process, yet a change made by another process on the same
-database (/memory off there) is seen here too."""
+database (/memory off there) is seen here too: on SQLite through data_version, on PostgreSQL
+through the change notices (LISTEN/NOTIFY) that channel_settings' trigger sends."""
 from __future__ import annotations
 
 import bot.app
@@ -7,10 +8,10 @@ from bot.app import MEMORY_SETTING
 from tests.chat_helpers import make_app
 
 
-async def test_a_setting_changed_by_another_process_is_seen(tmp_path, monkeypatch):
+async def test_a_setting_changed_by_another_process_is_seen(tmp_path, db_url, monkeypatch):
     monkeypatch.setattr(bot.app, "SETTINGS_RECHECK_S", 0.0)  # check the database on every read
-    here = await make_app(tmp_path)
-    there = await make_app(tmp_path)  # its own connection to the same file, as a second process has
+    here = await make_app(tmp_path, database={"url": db_url})
+    there = await make_app(tmp_path, database={"url": db_url})  # its own connections, as a second process has
     try:
         assert await here.get_setting("console:t", "c", MEMORY_SETTING, "on") == "on"  # now cached here
         await there.set_setting("console:t", "c", MEMORY_SETTING, "off")

@@ -19,7 +19,6 @@ from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
 from engine.sim.stance import RoundSplit
 from tests.fakes.openai_server import FakeOpenAI, completion
 from tests.fakes.stance_responder import WithStances
-from tests.llm_fixtures import db  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 
 pytestmark = pytest.mark.timeout(240)

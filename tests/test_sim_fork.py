@@ -17,10 +17,12 @@ import pytest
 from bot.adapters.console import Console
 from bot.app import App
 from engine.config import load_config
+from engine.db import Database
 from engine.jobs import JobError
 from engine.sim import pipeline
+from engine.sim.fork import fork_simulation
 from engine.sim.run import fork_points
-from engine.sim.run.protocol import ACTIONS_LOG, platform_db
+from engine.sim.run.protocol import ACTIONS_LOG, CHECKPOINT, CHECKPOINT_DB, MEMORY_FILE, platform_db
 from tests.fakes.openai_server import SocialResponder
 from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
 from tests.sim_fixture import make_sim_folder
@@ -48,20 +50,20 @@ async def until(predicate, timeout: float = 240.0):
             await asyncio.sleep(0.05)
 
 
-async def add_parent(app: App, folder: Path) -> None:
+async def add_parent(db: Database, folder: Path) -> None:
     """Simulation c1 with steps 1-3 done (a prepared folder and a two-entity graph)."""
     make_sim_folder(folder, agents=5, rounds=4, sim_id="c1")
-    await app.db.execute(
+    await db.execute(
         "INSERT INTO simulations(id, scope, channel, requirement, spec, folder, created_at)"
         " VALUES ('c1', 'console:local', 'console', 'toll?', ?, ?, '2025-01-01')",
         (json.dumps({"documents": [], "requirement": "toll?", "agents": 5, "rounds": 4}), str(folder)))
     for step in ("ontology", "graph", "environment"):
-        await app.db.execute("INSERT INTO sim_steps(sim_id, step, summary, llm_calls, tokens, finished_at)"
-                             " VALUES ('c1', ?, '{\"entities\": 2}', 7, 700, 'x')", (step,))
+        await db.execute("INSERT INTO sim_steps(sim_id, step, summary, llm_calls, tokens, finished_at)"
+                         " VALUES ('c1', ?, '{\"entities\": 2}', 7, 700, 'x')", (step,))
     for name in ("Council", "Toll"):
-        await app.db.execute("INSERT INTO sim_entities(sim_id, name, norm_name, type) VALUES ('c1', ?, ?, 'Thing')",
-                             (name, name.lower()))
-    await app.db.execute(
+        await db.execute("INSERT INTO sim_entities(sim_id, name, norm_name, type) VALUES ('c1', ?, ?, 'Thing')",
+                         (name, name.lower()))
+    await db.execute(
         "INSERT INTO sim_edges(sim_id, source_id, target_id, relation, fact) SELECT 'c1', a.id, b.id, 'SETS',"
         " 'The council sets the toll.' FROM sim_entities a, sim_entities b WHERE a.name='Council' AND b.name='Toll'")
 
@@ -81,7 +83,7 @@ async def test_fork_of_a_running_simulation_and_refusals(openai_server, tmp_path
     runs = app.sims.runs
     parent = tmp_path / "sim"
     try:
-        await add_parent(app, parent)
+        await add_parent(app.db, parent)
         await console.handle_line("/sim fork c1 --from-round 1")
         assert "simulation c1 has no run yet" in capsys.readouterr().out
         job = await app.jobs.submit("simulation", {"sim_id": "c1"}, "console:local", channel="console")
@@ -198,6 +200,39 @@ async def test_fork_of_a_running_simulation_and_refusals(openai_server, tmp_path
         assert not responder.rejected
     finally:
         await app.close()
+
+
+async def test_a_fork_copies_the_graph_and_later_graphs_get_new_ids(config, db, tmp_path):
+    """On both backends: the fork's graph rows are the parent's under new ids (edges remapped),
+    a fork of the same round again gets ids of its own, and rows written after the forks (by
+    the graph step of another simulation) do not collide with the copied ids."""
+    parent = tmp_path / "sim"
+    await add_parent(db, parent)
+    for platform in PLATFORMS:   # a stopped run after round 2, resumable from its checkpoint
+        pdir = parent / platform
+        pdir.mkdir()
+        (pdir / CHECKPOINT).write_text(json.dumps({"rounds_done": 2, "trace_rowid": 5}))
+        (pdir / CHECKPOINT_DB).write_bytes(b"state after round 2")
+        (pdir / MEMORY_FILE).write_text("{}")
+        (pdir / ACTIONS_LOG).write_text('{"type": "round_end", "round": 0}\n{"type": "round_end", "round": 1}\n')
+    await db.execute("INSERT INTO sim_runs(sim_id, folder, status, rounds_total, rounds_done, actions, started_at,"
+                     " updated_at) VALUES ('c1', ?, 'stopped', 4, ?, ?, 'x', 'x')",
+                     (str(parent), json.dumps(dict.fromkeys(PLATFORMS, 2)), json.dumps(dict.fromkeys(PLATFORMS, 7))))
+
+    def facts_sql(sim_id: str):
+        return ("SELECT a.name AS a, b.name AS b, a.sim_id AS sa, b.sim_id AS sb FROM sim_edges e"
+                " JOIN sim_entities a ON a.id = e.source_id JOIN sim_entities b ON b.id = e.target_id"
+                " WHERE e.sim_id=?", (sim_id,))
+    forks = [await fork_simulation(db, config, "c1", 2) for _ in range(2)]
+    for fork in forks:
+        assert [tuple(f) for f in await db.fetchall(*facts_sql(fork.sim_id))] == [
+            ("Council", "Toll", fork.sim_id, fork.sim_id)]
+        assert [s["step"] for s in await db.fetchall("SELECT step FROM sim_steps WHERE sim_id=? ORDER BY rowid",
+                                                      (fork.sim_id,))] == ["ontology", "graph", "environment"]
+    ids = [r[0] for r in await db.fetchall("SELECT id FROM sim_entities ORDER BY id")]
+    assert len(ids) == len(set(ids)) == 6
+    await db.execute("INSERT INTO sim_entities(sim_id, name, norm_name, type) VALUES ('c1', 'Bridge', 'bridge', 'Thing')")
+    assert await db.fetchval("SELECT id FROM sim_entities WHERE name='Bridge'") > max(ids)
 
 
 def test_fork_points_are_thinned_to_the_disk_budget(tmp_path):

@@ -25,7 +25,7 @@ from engine.sim.report.stats import compute_stats
 from engine.sim.report.tools import ReportTools
 from engine.sim.run.observers import RoundDone
 from engine.sim.sim_memory import ingest_round, ingest_run, round_observer
-from tests.llm_fixtures import db, embedder, fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import embedder, fake_openai, openai_server  # noqa: F401
 from tests.simdata import sample_simulation, write_environment, write_graph
 from tests.test_memory_cli import run_bot
 from tests.test_memory_commands import Person

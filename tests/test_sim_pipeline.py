@@ -16,7 +16,7 @@ from engine.sim.envmodels import CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES,
 from engine.sim.graphstore import GraphStore
 from tests.fakes.openai_server import Raw
 from tests.fakes.sim_responder import SimResponder
-from tests.llm_fixtures import db, embedder, fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import embedder, fake_openai, openai_server, sqlite_only  # noqa: F401
 
 SAMPLE = Path(__file__).parent / "data" / "harbour_strike.md"
 PREPARE = pipeline.STEPS[:3]  # steps 1-3: these tests stop before the run
@@ -152,6 +152,7 @@ async def test_interrupted_graph_step_keeps_finished_chunks(openai_server, db, e
     await llm.close()
 
 
+@sqlite_only
 async def test_unusable_answers_fall_back_to_rules(openai_server, db, embedder, tmp_path):
     responder = SimResponder()
 
@@ -184,6 +185,7 @@ async def test_budget_cap_stops_the_job_cleanly(openai_server, db, embedder, tmp
     await llm.close()
 
 
+@sqlite_only
 async def test_graph_reading_api(openai_server, db, embedder, tmp_path):
     openai_server.responder = SimResponder()
     config = make_config(tmp_path, openai_server)
@@ -207,6 +209,7 @@ async def test_graph_reading_api(openai_server, db, embedder, tmp_path):
     await llm.close()
 
 
+@sqlite_only
 async def test_pipeline_on_an_endpoint_without_json_modes(openai_server, db, embedder, tmp_path):
     responder = SimResponder()
 

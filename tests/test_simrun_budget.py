@@ -22,7 +22,7 @@ from engine.sim.run.executor import REPO_ROOT, LocalExecutor, child_pid_alive
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
 from engine.sim.run.usage_log import USAGE_LOG, read_totals
 from tests.fakes.openai_server import FakeOpenAI, SocialResponder
-from tests.llm_fixtures import db, fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import fake_openai, openai_server, sqlite_only  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 from tests.test_simrun import jobs_for, log_events, until
 
@@ -143,6 +143,7 @@ async def test_the_channel_is_told_which_cap_stopped_the_run_and_resumes_it_once
         await app.close()
 
 
+@sqlite_only
 async def test_usage_is_recorded_once_across_a_kill_and_a_resume(tmp_path, db, llm):
     folder = tmp_path / "sim"
     make_sim_folder(folder, agents=6, rounds=3, sim_id="b2")
@@ -182,6 +183,7 @@ async def test_usage_is_recorded_once_across_a_kill_and_a_resume(tmp_path, db, l
     await runs.close()
 
 
+@sqlite_only
 async def test_what_an_orphaned_run_spent_after_a_kill_of_the_bot_is_recorded(tmp_path, db, llm):
     folder = tmp_path / "sim"
     make_sim_folder(folder, agents=6, rounds=3, sim_id="b3")

@@ -176,3 +176,29 @@ def test_the_stance_prompt_lists_what_each_agent_did(run):
     lines = [json.loads(x) for x in (folder / "twitter" / "actions.jsonl").read_text().splitlines()]
     acted = {x["agent_id"] for x in lines if x["type"] in ("action", "step_skipped") and x["round"] == 0}
     assert set(deeds) == acted
+
+
+async def test_the_run_s_rounds_classified_again_into_each_backend_give_its_stances(run, db_url):
+    """The observer's writes and reads (latest score before a round, carried agents, the split)
+    on SQLite and PostgreSQL alike: classifying the run's rounds again into an empty database
+    stores the stances the run stored."""
+    folder, path, _, server = run
+    ran = await open_database(path)
+    again = await open_database(db_url)
+    llm = LLMClient(llm_section(server), again)
+    try:
+        for platform in ("twitter", "reddit"):
+            for round_no in range(1, ROUNDS + 1):
+                done = RoundDone(SIM, folder, platform, round_no, JOB, "console:local")
+                assert (await stance.classify_round(again, llm, done, BATCH)).endswith("carried")
+        assert await stance.agent_scores(again, SIM) == await stance.agent_scores(ran, SIM)
+        assert [(s.platform, s.round, s.for_, s.neutral, s.against, s.mean) for s in await stance.split_by_round(
+            again, SIM)] == [(s.platform, s.round, s.for_, s.neutral, s.against, pytest.approx(s.mean))
+                             for s in await stance.split_by_round(ran, SIM)]   # avg() may round differently
+        carried = "SELECT platform, round, agent_id FROM sim_stances_carried ORDER BY platform, round, agent_id"
+        assert [tuple(r) for r in await again.fetchall(carried)] == [tuple(r) for r in await ran.fetchall(carried)]
+        assert await again.fetchval("SELECT sum(calls) FROM llm_usage WHERE job = ?", (JOB,)) > 0
+    finally:
+        await llm.close()
+        await again.close()
+        await ran.close()

@@ -146,9 +146,10 @@ class UsageLedger:
                     await conn.execute(
                         "INSERT INTO llm_usage(day, job, scope, model, calls, prompt_tokens, completion_tokens,"
                         " cost_usd) VALUES (?,?,?,?,?,?,?,?) ON CONFLICT(day, job, scope, model) DO UPDATE SET"
-                        " calls=calls+excluded.calls, prompt_tokens=prompt_tokens+excluded.prompt_tokens,"
-                        " completion_tokens=completion_tokens+excluded.completion_tokens,"
-                        " cost_usd=cost_usd+excluded.cost_usd",
+                        " calls=llm_usage.calls+excluded.calls,"
+                        " prompt_tokens=llm_usage.prompt_tokens+excluded.prompt_tokens,"
+                        " completion_tokens=llm_usage.completion_tokens+excluded.completion_tokens,"
+                        " cost_usd=llm_usage.cost_usd+excluded.cost_usd",
                         (day, job or "", scope or "", model, spent.calls, spent.prompt_tokens,
                          spent.completion_tokens, spent.cost_usd))
                     if mark is not None:

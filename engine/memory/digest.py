@@ -71,7 +71,7 @@ async def digest(db: Database, viewer: Viewer, visible: dict[str, WorldInfo], si
     out = Digest()
     for r in await db.fetchall(
             "SELECT world_id, count(*) AS n FROM memory_messages WHERE scope=? AND ts>=? GROUP BY world_id "
-            "ORDER BY n DESC", (scope, since_s)):
+            "ORDER BY n DESC, world_id", (scope, since_s)):
         w = visible.get(r["world_id"])
         if w is not None:
             entry = WorldNews(w.id, w.topic, r["n"], w.evidence, w.beliefs, round(w.maturity, 3))
@@ -81,7 +81,7 @@ async def digest(db: Database, viewer: Viewer, visible: dict[str, WorldInfo], si
                    f"{r['subject']} {r['predicate']} {r['object']}", round(r["confidence"], 2))
         for r in await db.fetchall(
             "SELECT id, world_id, subject, predicate, object, confidence FROM beliefs WHERE scope=? "
-            "AND learned_at>=? AND invalid_at IS NULL ORDER BY learned_at", (scope, since_s))
+            "AND learned_at>=? AND invalid_at IS NULL ORDER BY learned_at, id", (scope, since_s))
         if r["world_id"] in visible]
     out.superseded_beliefs = [
         Supersession(r["world_id"], visible[r["world_id"]].topic, f"{r['os']} {r['op']} {r['oo']}",
@@ -89,7 +89,7 @@ async def digest(db: Database, viewer: Viewer, visible: dict[str, WorldInfo], si
         for r in await db.fetchall(
             "SELECT o.world_id, n.world_id AS new_world, o.subject AS os, o.predicate AS op, o.object AS oo, "
             "o.invalid_at, n.subject AS ns, n.predicate AS np, n.object AS no FROM beliefs o JOIN beliefs n "
-            "ON n.id = o.superseded_by WHERE o.scope=? AND n.learned_at>=? ORDER BY n.learned_at",
+            "ON n.id = o.superseded_by WHERE o.scope=? AND n.learned_at>=? ORDER BY n.learned_at, n.id",
             (scope, since_s))
         if r["world_id"] in visible and r["new_world"] in visible]
     sees, seen = viewer.where("audience")
@@ -98,5 +98,5 @@ async def digest(db: Database, viewer: Viewer, visible: dict[str, WorldInfo], si
                   r["absorbed_id"], r["absorbed_topic"], round(r["similarity"], 3))
         for r in await db.fetchall(
             "SELECT kept_id, absorbed_id, absorbed_topic, similarity FROM world_merges "
-            f"WHERE scope=? AND {sees} AND merged_at>=? ORDER BY merged_at", (scope, *seen, since_s))]
+            f"WHERE scope=? AND {sees} AND merged_at>=? ORDER BY merged_at, id", (scope, *seen, since_s))]
     return out

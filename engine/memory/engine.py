@@ -82,6 +82,7 @@ class MemoryEngine:
 
     async def close(self) -> None:
         await self.extraction.close()
+        await self.messages.close()
         for task in self._topic_tasks.values():
             task.cancel()
         if self._topic_tasks:

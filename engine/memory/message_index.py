@@ -17,11 +17,22 @@ it. Deletions and audience moves make a scope's index stale: the engine calls ``
 and it is rebuilt on the next search. A belief superseded later stays in the index; the SQL
 that loads the hits drops it. Privacy does not rest on the index either: the rows it returns
 are loaded again through SQL that filters by the viewer (engine.memory.retrieval).
+
+Cold scopes on PostgreSQL: loading a scope's vectors is one read of every row's embedding over
+the wire, which each bot process pays once per scope (bench/storage_backends.py, 20k messages:
+0.5-0.8 s). There the vectors are pgvector columns, so until the process's partition is loaded
+a search is answered by the server (``nearest_on_server``: pgvector's exact ``<=>`` scan of the
+scope, filtered by the viewer in SQL; 57-98 ms at 20k) while the load runs in the background
+(a process's first recall: 208 ms instead of 642 ms in one run). Once loaded, the process's own
+index answers (1-3 ms). No HNSW index backs that scan: the
+columns have no fixed dimension (the embedding model is configurable), and the scan serves only
+the first searches of a process. SQLite reads its own file, so it loads at once.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 
 import hnswlib
@@ -30,6 +41,8 @@ import numpy as np
 from engine.db import Database
 from engine.memory.audience import Viewer
 from engine.offload import run_cpu
+
+log = logging.getLogger(__name__)
 
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 100
@@ -118,6 +131,21 @@ class ScopeVectors:
         self.max_id = 0
         self.parts: dict[str, Partition] = {}
         self.lock = asyncio.Lock()
+        self.loaded = False   # the first catch_up finished
+
+
+async def nearest_on_server(db: Database, viewer: Viewer, query: np.ndarray, n: int,
+                            table: str = TABLES[0]) -> list[tuple[int, float]]:
+    """The ``n`` rows of ``table`` nearest to ``query`` among the audiences the viewer sees, as
+    (row id, cosine), computed by PostgreSQL (pgvector's cosine distance ``<=>``)."""
+    if table not in TABLES:
+        raise ValueError(f"no vectors in table {table!r}")
+    sees, seen = viewer.where("w.audience")
+    vec = np.asarray(query, dtype="<f4").tobytes()
+    rows = await db.fetchall(
+        f"SELECT t.id, t.embedding <=> ? AS d FROM {table} t JOIN worlds w ON w.id = t.world_id "
+        f"WHERE t.scope=? AND {sees} ORDER BY d, t.id LIMIT ?", (vec, viewer.scope, *seen, n))
+    return [(r["id"], 1.0 - float(r["d"])) for r in rows]
 
 
 class MessageIndex:
@@ -127,6 +155,7 @@ class MessageIndex:
         self.exact_max = exact_max
         self._scopes: dict[tuple[str, str], ScopeVectors] = {}   # (table, scope) ->
         self._builds: set[asyncio.Future] = set()
+        self._loads: set[asyncio.Task] = set()   # background loads of cold scopes (PostgreSQL)
 
     def invalidate(self, scope: str) -> None:
         """Messages or beliefs of ``scope`` were deleted or changed audience: rebuild on next search."""
@@ -150,7 +179,34 @@ class MessageIndex:
                     if part.wants_graph():
                         part._building = True  # claimed here, on the loop: one build per partition
                         self._start_build(part)
+            vectors.loaded = True
         return vectors
+
+    def _load_later(self, db: Database, scope: str, table: str) -> None:
+        """Load a cold scope's vectors in the background (once: a second search finds it under way)."""
+        key = (table, scope)
+        if key in self._scopes:
+            return
+        vectors = self._scopes[key] = ScopeVectors()
+        task = asyncio.get_running_loop().create_task(self.catch_up(db, scope, table))
+        self._loads.add(task)
+
+        def done(task: asyncio.Task) -> None:
+            self._loads.discard(task)
+            if task.cancelled() or task.exception() is not None:
+                if self._scopes.get(key) is vectors:
+                    self._scopes.pop(key)   # the next search asks the server again and retries the load
+                if not task.cancelled():
+                    log.warning("loading the vectors of %s failed", scope, exc_info=task.exception())
+
+        task.add_done_callback(done)
+
+    async def close(self) -> None:
+        """Stop background loads (the database is about to close)."""
+        for task in list(self._loads):
+            task.cancel()
+        if self._loads:
+            await asyncio.gather(*list(self._loads), return_exceptions=True)
 
     def _start_build(self, part: Partition) -> None:
         """Build in a daemon thread: minutes at 100k vectors, which must neither hold a worker of
@@ -189,7 +245,13 @@ class MessageIndex:
     async def search(self, db: Database, viewer: Viewer, query: np.ndarray, n: int,
                      table: str = TABLES[0]) -> list[tuple[int, float]]:
         """The ``n`` rows of ``table`` nearest to ``query`` among the audiences the viewer sees,
-        as (row id, cosine)."""
+        as (row id, cosine). On PostgreSQL, a scope not loaded yet is searched by the server while
+        it loads."""
+        if db.dialect == "postgresql":
+            vectors = self._scopes.get((table, viewer.scope))
+            if vectors is None or not vectors.loaded:
+                self._load_later(db, viewer.scope, table)
+                return await nearest_on_server(db, viewer, query, n, table)
         vectors = await self.catch_up(db, viewer.scope, table)
         parts = [p for audience, p in vectors.parts.items() if viewer.sees(audience)]
         if not parts:
@@ -204,6 +266,8 @@ class MessageIndex:
         return await run_cpu(search_all)
 
     async def settle(self) -> None:
-        """Wait for graph builds under way (benchmarks, shutdown)."""
+        """Wait for vector loads and graph builds under way (benchmarks, shutdown)."""
+        if self._loads:
+            await asyncio.gather(*list(self._loads), return_exceptions=True)
         if self._builds:
             await asyncio.gather(*list(self._builds), return_exceptions=True)

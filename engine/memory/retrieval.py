@@ -256,7 +256,7 @@ async def world_infos(db: Database, viewer: Viewer, world_ids: list[str] | None 
         "(SELECT count(*) FROM memory_messages m WHERE m.world_id=w.id) AS evidence, "
         "(SELECT count(*) FROM beliefs b WHERE b.world_id=w.id AND b.invalid_at IS NULL) AS beliefs, "
         "(SELECT avg(confidence) FROM beliefs b WHERE b.world_id=w.id AND b.invalid_at IS NULL) AS conf "
-        f"FROM worlds w WHERE {where} ORDER BY w.last_active DESC", params)
+        f"FROM worlds w WHERE {where} ORDER BY w.last_active DESC, w.id", params)
     return [WorldInfo(r["id"], r["scope"], r["topic"], maturity(r["conf"] or 0.0, r["beliefs"]),
                       r["access_count"], r["beliefs"], r["evidence"], parse_ts(r["created_at"]),
                       parse_ts(r["last_active"]), r["audience"]) for r in rows]
@@ -276,7 +276,7 @@ async def find_world(db: Database, viewer: Viewer, name_or_id: str) -> WorldInfo
         if param is None:
             continue
         found = await db.fetchval(
-            f"SELECT id FROM worlds WHERE scope=? AND {sees} AND {sql} ORDER BY access_count DESC LIMIT 1",
+            f"SELECT id FROM worlds WHERE scope=? AND {sees} AND {sql} ORDER BY access_count DESC, id LIMIT 1",
             (viewer.scope, *seen, param))
         if found:
             infos = await world_infos(db, viewer, [found])

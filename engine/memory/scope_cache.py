@@ -75,7 +75,7 @@ async def load_scope(db: Database, embedder: Embedder, cfg: MemorySection, scope
     rows = await db.fetchall(
         "SELECT w.id, w.audience, w.centroid, w.access_count, w.topic_size, "
         "(SELECT count(*) FROM memory_messages m WHERE m.world_id = w.id) AS evidence "
-        "FROM worlds w WHERE w.scope=? ORDER BY w.created_at", (scope,))
+        "FROM worlds w WHERE w.scope=? ORDER BY w.created_at, w.id", (scope,))
     mature = await maturities(db, [r["id"] for r in rows])
     worlds = {r["id"]: WorldState(r["id"], r["access_count"], r["evidence"], r["topic_size"],
                                   mature.get(r["id"], 0.0), r["audience"]) for r in rows}

@@ -176,7 +176,7 @@ async def name_worlds(db: Database, llm: Any, cfg: MemorySection, scope: str, st
         for wid in sorted(targets, key=lambda w: -state.worlds[w].evidence)[:TOPIC_LLM_PER_PASS]:
             facts = [f"{r['subject']} {r['predicate']} {r['object']}" for r in await db.fetchall(
                 "SELECT subject, predicate, object FROM beliefs WHERE world_id=? AND invalid_at IS NULL "
-                "ORDER BY confidence DESC LIMIT 10", (wid,))]
+                "ORDER BY confidence DESC, id LIMIT 10", (wid,))]
             try:
                 named = await llm.structured(TopicName, topic_prompt(names.get(wid, ""), docs.get(wid, []), facts),
                                              fast=True, job="memory.topic", scope=scope)
@@ -202,7 +202,7 @@ async def topic_docs(db: Database, world_ids: list[str]) -> dict[str, list[str]]
         rows = await db.fetchall(
             "SELECT world_id, text FROM (SELECT world_id, text, row_number() OVER "
             "(PARTITION BY world_id ORDER BY id DESC) AS rn FROM memory_messages "
-            f"WHERE world_id IN ({','.join('?' * len(part))})) WHERE rn<=?", (*part, TOPIC_SAMPLE))
+            f"WHERE world_id IN ({','.join('?' * len(part))})) t WHERE rn<=? ORDER BY world_id, rn", (*part, TOPIC_SAMPLE))
         for r in rows:
             docs.setdefault(r["world_id"], []).append(r["text"])
     return docs

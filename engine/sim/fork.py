@@ -266,6 +266,9 @@ async def _register(db: Database, parent, sim_id: str, folder: Path, spec: SimSp
             "INSERT INTO sim_entities(id, sim_id, name, norm_name, type, summary, attributes, aliases, mentions,"
             " embedding) SELECT id + ?, ?, name, norm_name, type, summary, attributes, aliases, mentions, embedding"
             " FROM sim_entities WHERE sim_id=? ORDER BY id", (offset, sim_id, parent_id))
+        if db.dialect == "postgresql":   # explicit ids leave the identity sequence behind them
+            await conn.execute("SELECT setval(pg_get_serial_sequence('sim_entities', 'id'),"
+                               " (SELECT max(id) FROM sim_entities))")
         await conn.execute(
             "INSERT INTO sim_edges(sim_id, source_id, target_id, relation, fact, valid_at, invalid_at, chunk,"
             " embedding) SELECT ?, source_id + ?, target_id + ?, relation, fact, valid_at, invalid_at, chunk,"

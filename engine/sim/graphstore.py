@@ -1,4 +1,4 @@
-"""The local knowledge graph of a simulation, in SQLite, with semantic + keyword search.
+"""The local knowledge graph of a simulation, in the bot's database, with semantic + keyword search.
 
 Entities carry a summary, attributes and aliases; edges carry a fact sentence with the time
 it became true (``valid_at``) and stopped being true (``invalid_at``), both optional ISO text.

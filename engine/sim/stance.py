@@ -238,7 +238,8 @@ def observer(db: Database, llm, batch: int = 20) -> RoundObserver:
 async def split_by_round(db: Database, sim_id: str) -> list[RoundSplit]:
     """The split per platform and 1-based round, in platform then round order."""
     rows = await db.fetchall(
-        "SELECT platform, round, sum(label='for') AS f, sum(label='neutral') AS n, sum(label='against') AS a,"
+        "SELECT platform, round, sum(CASE WHEN label='for' THEN 1 ELSE 0 END) AS f,"
+        " sum(CASE WHEN label='neutral' THEN 1 ELSE 0 END) AS n, sum(CASE WHEN label='against' THEN 1 ELSE 0 END) AS a,"
         " avg(score) AS mean FROM sim_stances WHERE sim_id=? GROUP BY platform, round ORDER BY platform, round",
         (sim_id,))
     return [RoundSplit(r["platform"], r["round"], r["f"], r["n"], r["a"], r["mean"]) for r in rows]

@@ -1,6 +1,7 @@
 """Text embeddings for the simulation graph: any object with ``async embed(texts) -> ndarray``
 (``engine.embedder.Embedder`` in the bot). Rows must be L2-normalised float32 vectors, so a
-dot product is the cosine similarity; they are stored in SQLite as float32 blobs.
+dot product is the cosine similarity; they are stored as float32
+little-endian bytes (SQLite blobs, pgvector values on PostgreSQL: engine.db converts).
 """
 from __future__ import annotations
 

@@ -32,3 +32,15 @@ CREATE TABLE channel_settings (
     value   TEXT NOT NULL,
     PRIMARY KEY (scope, channel, key)
 );
+-- Other bot processes cache channel settings: every change tells them (LISTEN worldbot_changes,
+-- engine/db/postgres.py) with this session's server pid, so the writer can skip its own notice.
+-- PostgreSQL only (SQLite's readers watch data_version instead); delivered at commit, once per
+-- transaction.
+CREATE FUNCTION worldbot_notify_change() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('worldbot_changes', pg_backend_pid()::text);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER channel_settings_notify_changes AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON channel_settings
+    FOR EACH STATEMENT EXECUTE FUNCTION worldbot_notify_change();

@@ -15,6 +15,10 @@ BEGIN
     END IF;
     INSERT INTO memory_scope_stamps(scope, stamp) VALUES (changed, 1)
         ON CONFLICT (scope) DO UPDATE SET stamp = memory_scope_stamps.stamp + 1;
+    -- other bot processes cache scopes (engine/memory/scope_cache.py): tell them, as 0001's
+    -- worldbot_notify_change does for channel settings (identical notices of one transaction
+    -- are delivered once)
+    PERFORM pg_notify('worldbot_changes', pg_backend_pid()::text);
     RETURN NULL;
 END
 $$;

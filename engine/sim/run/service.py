@@ -240,7 +240,7 @@ class SimRuns:
             await self.db.execute(
                 "INSERT INTO sim_runs(sim_id, folder, job_id, scope, status, rounds_total, started_at, updated_at,"
                 " owner) VALUES (?,?,?,?,?,?,?,?,?) ON CONFLICT(sim_id) DO UPDATE SET folder=excluded.folder,"
-                " job_id=coalesce(excluded.job_id, job_id), scope=coalesce(excluded.scope, scope),"
+                " job_id=coalesce(excluded.job_id, sim_runs.job_id), scope=coalesce(excluded.scope, sim_runs.scope),"
                 " status='running', rounds_total=excluded.rounds_total, error=NULL, updated_at=excluded.updated_at,"
                 " owner=excluded.owner",
                 (sim_id, str(folder), job_id, scope, "running", rounds_total, now, now, self.owner.id))
