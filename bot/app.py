@@ -74,6 +74,7 @@ class App:
         self.sims: Simulations | None = None  # set by bot.features.simulation
         self.adapters = Adapters()
         self.background: set = set()  # tasks that follow jobs; kept so they are not collected
+        self.commands_running: set[asyncio.Task] = set()  # shutdown lets them answer before adapters stop
         self._settings: dict[tuple[str, str, str], str | None] = {}  # (scope, channel, key) -> value
         self._settings_version: int | None = None  # the database's change token when the cache was last checked
         self._settings_checked = float("-inf")
@@ -241,6 +242,8 @@ class App:
             return
         await reply.accept()
         await self.settled(msg.scope, msg.channel)  # the command sees every earlier message of its channel
+        task = asyncio.current_task()
+        self.commands_running.add(task)
         try:
             if not await self._fetch_attachments(args, reply):
                 return
@@ -251,6 +254,7 @@ class App:
             log.exception("command /%s failed", command.name)
             await reply.error(f"/{command.name} failed: {type(err).__name__}. The error was logged.")
         finally:  # the command is over: its downloads go, unless a job or a /confirm needs them
+            self.commands_running.discard(task)
             await self.files.discard(a.path for a in msg.attachments)
 
     async def _route_reply(self, msg: Incoming, reply: Reply) -> None:
