@@ -25,7 +25,7 @@ starts), and the run's child inherits it: on a machine shared with other work th
 gets less CPU than a local one. Each run line shows the child's niceness; run with
 ``RAY_worker_niceness=0`` in the environment to compare at equal priority.
 
-Prints each run, then medians and the targets of issue 14 (Ray wall <= 1.10x local, interview
+Prints each run, then medians and the targets (Ray wall <= 1.10x local, interview
 <= local + 100 ms).
 """
 from __future__ import annotations

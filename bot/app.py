@@ -10,6 +10,7 @@ Adapters are kept in ``adapters``, a registry by platform. Features are modules 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import time
@@ -39,6 +40,7 @@ FEATURES = [
     "bot.features.digest",
 ]
 
+DRAIN_S = 10.0  # at shutdown, how long commands and adapter hooks under way may take to finish
 SETTINGS_RECHECK_S = 1.0  # how stale a cached channel setting may be when another process changed it
 MEMORY_SETTING = "memory"  # channel setting: 'off' = plain messages are not remembered
 
@@ -74,7 +76,10 @@ class App:
         self.sims: Simulations | None = None  # set by bot.features.simulation
         self.adapters = Adapters()
         self.background: set = set()  # tasks that follow jobs; kept so they are not collected
-        self.commands_running: set[asyncio.Task] = set()  # shutdown lets them answer before adapters stop
+        # Commands and adapter hooks under way: shutdown lets them finish (bounded) before the
+        # adapters stop and before the database closes; none start once closing.
+        self.in_flight: set[asyncio.Task] = set()
+        self.closing = False
         self._settings: dict[tuple[str, str, str], str | None] = {}  # (scope, channel, key) -> value
         self._settings_version: int | None = None  # the database's change token when the cache was last checked
         self._settings_checked = float("-inf")
@@ -117,21 +122,27 @@ class App:
 
     async def platform_ready(self, platform: str) -> None:
         """Adapters call this once connected: interrupted jobs are announced, missed posts made."""
-        await self.announce_interrupted(platform)
-        for hook in self.on_ready:
-            try:
-                await hook(platform)
-            except Exception:
-                log.exception("ready hook failed for %s", platform)
+        if self.closing:
+            return
+        with self._tracked():
+            await self.announce_interrupted(platform)
+            for hook in self.on_ready:
+                try:
+                    await hook(platform)
+                except Exception:
+                    log.exception("ready hook failed for %s", platform)
 
     async def audiences_seen(self, scope: str, audiences: dict[str, str]) -> None:
         """Adapters report who can read their channels (channel -> audience, see Incoming.audience)
         when they connect and whenever permissions change."""
-        for hook in self.on_audiences:
-            try:
-                await hook(scope, audiences)
-            except Exception:
-                log.exception("audience hook failed for %s", scope)
+        if self.closing:
+            return
+        with self._tracked():
+            for hook in self.on_audiences:
+                try:
+                    await hook(scope, audiences)
+                except Exception:
+                    log.exception("audience hook failed for %s", scope)
 
     async def announce_interrupted(self, platform: str) -> None:
         """Tell each channel whose job a restart interrupted; adapters call this once connected."""
@@ -142,7 +153,24 @@ class App:
                     await reply.send(f"⚠ {job.title} (`{job.id}`) was interrupted by a restart. "
                                      f"/resume {job.id} continues it from its last checkpoint.")
 
+    async def drain(self, timeout: float = DRAIN_S) -> None:
+        """Wait (at most ``timeout``) for the commands and adapter hooks under way."""
+        running = self.in_flight - {asyncio.current_task()}
+        if running:
+            await asyncio.wait(running, timeout=timeout)
+
+    @contextlib.contextmanager
+    def _tracked(self):
+        task = asyncio.current_task()
+        self.in_flight.add(task)
+        try:
+            yield
+        finally:
+            self.in_flight.discard(task)
+
     async def close(self) -> None:
+        self.closing = True
+        await self.drain()
         await self.jobs.shutdown()
         if self.background:
             await asyncio.wait(list(self.background), timeout=5)
@@ -243,7 +271,7 @@ class App:
         await reply.accept()
         await self.settled(msg.scope, msg.channel)  # the command sees every earlier message of its channel
         task = asyncio.current_task()
-        self.commands_running.add(task)
+        self.in_flight.add(task)
         try:
             if not await self._fetch_attachments(args, reply):
                 return
@@ -254,7 +282,7 @@ class App:
             log.exception("command /%s failed", command.name)
             await reply.error(f"/{command.name} failed: {type(err).__name__}. The error was logged.")
         finally:  # the command is over: its downloads go, unless a job or a /confirm needs them
-            self.commands_running.discard(task)
+            self.in_flight.discard(task)
             await self.files.discard(a.path for a in msg.attachments)
 
     async def _route_reply(self, msg: Incoming, reply: Reply) -> None:

@@ -15,7 +15,6 @@ from bot.adapters.base import Adapter, serve
 from bot.app import App
 
 log = logging.getLogger(__name__)
-COMMANDS_DRAIN_S = 10.0   # at shutdown, how long commands under way may take to answer
 
 # Chat adapters besides the console, as 'module:Class'. Each starts only when configured.
 ADAPTERS: list[str] = [
@@ -91,9 +90,8 @@ async def run(args, config) -> int:
         if app.background:
             await asyncio.wait(list(app.background), timeout=5)
         # Commands under way answer while their adapter can still post (a SIGTERM right after a
-        # /help would otherwise close the session under it), for at most COMMANDS_DRAIN_S.
-        if app.commands_running:
-            await asyncio.wait(list(app.commands_running), timeout=COMMANDS_DRAIN_S)
+        # /help would otherwise close the session under it).
+        await app.drain()
         adapters_stop.set()
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=15)
