@@ -170,10 +170,6 @@ class PostgresDatabase(Database):
         async with self.pool.acquire() as conn:
             return await conn.fetch(numbered(sql), *params)
 
-    async def fetchval(self, sql: str, params: Sequence[Any] = (), default: Any = None) -> Any:
-        row = await self.fetchone(sql, params)
-        return default if row is None else row[0]
-
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         async with self.transaction() as conn:
             await conn.execute(sql, params)
