@@ -1,13 +1,29 @@
 import asyncio
 import json
 
+import pytest
+
 from engine.db import open_database
 from engine.jobs import (CANCELLED, DONE, FAILED, INTERRUPTED, QUEUED, RUNNING, JobError, JobRunner)
 
 
-async def start_endless_job(db):
+@pytest.fixture
+async def runners(db):
+    """Job runners on the test's database, shut down (their owner's heartbeat stopped) after it."""
+    made: list[JobRunner] = []
+
+    def make(**options) -> JobRunner:
+        made.append(JobRunner(db, **options))
+        return made[-1]
+
+    yield make
+    for runner in made:
+        await runner.shutdown()
+
+
+async def start_endless_job(make_runner):
     """A runner with one job that runs until something stops it, already running."""
-    runner = JobRunner(db)
+    runner = make_runner()
     started = asyncio.Event()
 
     async def forever(ctx):
@@ -20,8 +36,8 @@ async def start_endless_job(db):
     return runner, job
 
 
-async def test_progress_events_reach_every_subscriber(db):
-    runner = JobRunner(db)
+async def test_progress_events_reach_every_subscriber(runners):
+    runner = runners()
 
     async def work(ctx):
         for i in range(3):
@@ -42,15 +58,15 @@ async def test_progress_events_reach_every_subscriber(db):
     assert "step 3" in watched
 
 
-async def test_cancel_marks_the_job_cancelled(db):
-    runner, job = await start_endless_job(db)
+async def test_cancel_marks_the_job_cancelled(runners):
+    runner, job = await start_endless_job(runners)
     assert await runner.cancel(job.id)
     assert (await runner.get(job.id)).state == CANCELLED
     assert not await runner.cancel(job.id)  # no longer running
 
 
-async def test_failures_are_recorded_with_their_message(db):
-    runner = JobRunner(db)
+async def test_failures_are_recorded_with_their_message(runners):
+    runner = runners()
 
     async def clean(ctx):
         raise JobError("the document is empty")
@@ -66,8 +82,8 @@ async def test_failures_are_recorded_with_their_message(db):
     assert b.state == FAILED and "KeyError" in b.error
 
 
-async def test_concurrency_limit_queues_the_rest(db):
-    runner = JobRunner(db, max_concurrent=1)
+async def test_concurrency_limit_queues_the_rest(runners):
+    runner = runners(max_concurrent=1)
     gate = asyncio.Event()
     running = []
 
@@ -133,7 +149,7 @@ async def test_restart_marks_running_jobs_interrupted_and_resume_uses_checkpoint
         await db2.close()
 
 
-async def test_shutdown_interrupts_running_jobs(db):
-    runner, job = await start_endless_job(db)
+async def test_shutdown_interrupts_running_jobs(runners, db):
+    runner, job = await start_endless_job(runners)
     await runner.shutdown()
     assert (await runner.get(job.id)).state == INTERRUPTED

@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+from contextlib import AsyncExitStack
 from pathlib import Path
+
+import pytest
 
 from engine.config import Config
 from engine.jobs import JobRunner
@@ -32,19 +35,29 @@ def make_config(tmp_path, server, **llm) -> Config:
     })
 
 
-async def start(db, config, embedder, agents=None, rounds=None):
+@pytest.fixture
+async def closing(db):
+    """What a test opens on ``db`` (job runners, LLM clients), shut down and closed after it, before
+    the database closes, pass or fail."""
+    async with AsyncExitStack() as stack:
+        yield stack
+
+
+async def start(db, config, embedder, closing, agents=None, rounds=None):
     llm = LLMClient(config.llm, db)
+    closing.push_async_callback(llm.close)
     runner = JobRunner(db)
+    closing.push_async_callback(runner.shutdown)
     runner.register("simulation", pipeline.job_handler(db, config, llm, embedder, steps=PREPARE))
     sim_id, _ = await records.create(db, config, [SAMPLE], REQUIREMENT, "console:local", agents=agents, rounds=rounds)
     return llm, runner, sim_id
 
 
-async def test_steps_1_to_3_end_to_end(openai_server, db, embedder, tmp_path):
+async def test_steps_1_to_3_end_to_end(openai_server, db, embedder, tmp_path, closing):
     responder = SimResponder()
     openai_server.responder = responder
     config = make_config(tmp_path, openai_server)
-    llm, runner, sim_id = await start(db, config, embedder, agents=6, rounds=4)
+    llm, runner, sim_id = await start(db, config, embedder, closing, agents=6, rounds=4)
     job = await runner.submit("simulation", {"sim_id": sim_id}, "console:local")
     job = await runner.wait(job.id)
     assert job.state == "done", job.error
@@ -89,10 +102,9 @@ async def test_steps_1_to_3_end_to_end(openai_server, db, embedder, tmp_path):
     # extraction and personas use the fast model, the rest the main one
     models = {(json.dumps(r.get("response_format", {}))[:60], r["model"]) for r in openai_server.requests}
     assert {m for _, m in models} == {"big", "small"}
-    await llm.close()
 
 
-async def test_resume_after_crash_redoes_nothing(openai_server, db, embedder, tmp_path):
+async def test_resume_after_crash_redoes_nothing(openai_server, db, embedder, tmp_path, closing):
     responder = SimResponder()
     fail_personas = {"on": True}
 
@@ -102,7 +114,7 @@ async def test_resume_after_crash_redoes_nothing(openai_server, db, embedder, tm
         return responder(body)
     openai_server.responder = flaky
     config = make_config(tmp_path, openai_server)
-    llm, runner, sim_id = await start(db, config, embedder)
+    llm, runner, sim_id = await start(db, config, embedder, closing)
     job = await runner.wait((await runner.submit("simulation", {"sim_id": sim_id}, "console:local")).id)
     assert job.state == "failed" and "API key" in job.error
     assert list(await records.completed_steps(db, sim_id)) == ["ontology", "graph"]
@@ -115,10 +127,9 @@ async def test_resume_after_crash_redoes_nothing(openai_server, db, embedder, tm
     assert responder.counts["ontology"] == before["ontology"] == 1
     assert responder.counts["extraction"] == before["extraction"]
     assert list(await records.completed_steps(db, sim_id)) == ["ontology", "graph", "environment"]
-    await llm.close()
 
 
-async def test_interrupted_graph_step_keeps_finished_chunks(openai_server, db, embedder, tmp_path):
+async def test_interrupted_graph_step_keeps_finished_chunks(openai_server, db, embedder, tmp_path, closing):
     responder = SimResponder()
     gate = {"stall": True}
 
@@ -129,7 +140,7 @@ async def test_interrupted_graph_step_keeps_finished_chunks(openai_server, db, e
     openai_server.responder = slow
     config = make_config(tmp_path, openai_server, max_concurrency=1)
     config.simulation.extract_concurrency = 1
-    llm, runner, sim_id = await start(db, config, embedder)
+    llm, runner, sim_id = await start(db, config, embedder, closing)
     job = await runner.submit("simulation", {"sim_id": sim_id}, "console:local")
     for _ in range(200):
         if responder.counts["extraction"] >= 3:
@@ -142,6 +153,7 @@ async def test_interrupted_graph_step_keeps_finished_chunks(openai_server, db, e
 
     gate["stall"] = False
     runner2 = JobRunner(db)
+    closing.push_async_callback(runner2.shutdown)
     runner2.register("simulation", pipeline.job_handler(db, config, llm, embedder, steps=PREPARE))
     await runner2.resume(job.id)
     job = await runner2.wait(job.id)
@@ -149,11 +161,10 @@ async def test_interrupted_graph_step_keeps_finished_chunks(openai_server, db, e
     chunks = job.result["steps"]["graph"]["chunks"]
     assert responder.counts["extraction"] == chunks  # every chunk asked exactly once overall
     assert asked >= 3 and responder.counts["ontology"] == 1
-    await llm.close()
 
 
 @sqlite_only
-async def test_unusable_answers_fall_back_to_rules(openai_server, db, embedder, tmp_path):
+async def test_unusable_answers_fall_back_to_rules(openai_server, db, embedder, tmp_path, closing):
     responder = SimResponder()
 
     def garbage_for_env(body):
@@ -164,32 +175,30 @@ async def test_unusable_answers_fall_back_to_rules(openai_server, db, embedder, 
         return responder(body)
     openai_server.responder = garbage_for_env
     config = make_config(tmp_path, openai_server, validation_retries=0)
-    llm, runner, sim_id = await start(db, config, embedder, agents=4)
+    llm, runner, sim_id = await start(db, config, embedder, closing, agents=4)
     job = await runner.wait((await runner.submit("simulation", {"sim_id": sim_id}, "console:local")).id)
     assert job.state == "done", job.error
     env = job.result["steps"]["environment"]
     assert env["llm_personas"] == 0 and env["events_from_llm"] is False and env["initial_posts"] >= 1
     cfg = SimulationConfig.model_validate_json((Path(job.result["folder"]) / CONFIG_FILE).read_text())
     assert len(cfg.agents) == 4 and cfg.events.narrative
-    await llm.close()
 
 
-async def test_budget_cap_stops_the_job_cleanly(openai_server, db, embedder, tmp_path):
+async def test_budget_cap_stops_the_job_cleanly(openai_server, db, embedder, tmp_path, closing):
     openai_server.responder = SimResponder()
     config = make_config(tmp_path, openai_server, job_budget_tokens=3000)
-    llm, runner, sim_id = await start(db, config, embedder)
+    llm, runner, sim_id = await start(db, config, embedder, closing)
     job = await runner.wait((await runner.submit("simulation", {"sim_id": sim_id}, "console:local")).id)
     assert job.state == "failed" and "LLM budget" in job.error and "job_budget_tokens" in job.error
     spent = await llm.job_usage(job.id)
     assert 3000 <= spent.tokens < 3000 + 4 * 2000  # stopped soon after the cap (in-flight calls only)
-    await llm.close()
 
 
 @sqlite_only
-async def test_graph_reading_api(openai_server, db, embedder, tmp_path):
+async def test_graph_reading_api(openai_server, db, embedder, tmp_path, closing):
     openai_server.responder = SimResponder()
     config = make_config(tmp_path, openai_server)
-    llm, runner, sim_id = await start(db, config, embedder)
+    llm, runner, sim_id = await start(db, config, embedder, closing)
     ctx = SimContext(sim_id, config.data_dir / "sims" / sim_id, db, llm, embedder,
                      (await records.get(db, sim_id)).spec, config)
     await pipeline.run_pipeline(ctx, pipeline.STEPS[:2])
@@ -206,11 +215,10 @@ async def test_graph_reading_api(openai_server, db, embedder, tmp_path):
     assert chain and len(chain) <= 3
     summary = await store.summary(sim_id)
     assert summary["entities"] == len(await store.entities(sim_id)) and summary["facts"] == len(facts)
-    await llm.close()
 
 
 @sqlite_only
-async def test_pipeline_on_an_endpoint_without_json_modes(openai_server, db, embedder, tmp_path):
+async def test_pipeline_on_an_endpoint_without_json_modes(openai_server, db, embedder, tmp_path, closing):
     responder = SimResponder()
 
     def plain_only(body):
@@ -219,7 +227,7 @@ async def test_pipeline_on_an_endpoint_without_json_modes(openai_server, db, emb
         return responder(body)
     openai_server.responder = plain_only
     config = make_config(tmp_path, openai_server)
-    llm, runner, sim_id = await start(db, config, embedder, agents=3, rounds=2)
+    llm, runner, sim_id = await start(db, config, embedder, closing, agents=3, rounds=2)
     job = await runner.wait((await runner.submit("simulation", {"sim_id": sim_id}, "console:local")).id)
     assert job.state == "done", job.error
     assert job.result["steps"]["environment"]["llm_personas"] == 3
@@ -228,10 +236,9 @@ async def test_pipeline_on_an_endpoint_without_json_modes(openai_server, db, emb
     # three formats are refused (json_schema, json_object with and without the schema field)
     assert rejected.count("big") == 3 and 3 <= rejected.count("small") <= 3 * config.simulation.extract_concurrency
     assert all("response_format" not in r for r in openai_server.requests[-2:])  # step 3: plain from the start
-    await llm.close()
 
 
-async def test_graph_store_validity_and_lookup(db, embedder, tmp_path):
+async def test_graph_store_validity_and_lookup(db, embedder, tmp_path, closing):
     from engine.sim.graphstore import NewEdge, NewEntity
 
     await db.execute("INSERT INTO simulations(id, scope, requirement, folder, created_at)"
