@@ -38,7 +38,7 @@ from engine.memory.audience import PUBLIC, Viewer
 from engine.memory.extraction import ExtractionScheduler
 from engine.memory.message_index import MessageIndex
 from engine.memory.models import (AskResult, Belief, Evidence, MemoryMessage, RecallResult, RouteResult, WorldInfo, aware,
-                                  maturity, parse_ts, utcnow)
+                                  parse_ts, utcnow)
 from engine.memory.scope_cache import ScopeCache, ScopeState
 from engine.memory.sim_scopes import is_sim_scope
 

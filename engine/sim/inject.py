@@ -20,7 +20,8 @@ from pathlib import Path
 from engine.jobs import JobError
 from engine.offload import run_cpu
 from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
-from engine.sim.injections import DEFAULT_SOURCE, Injection, append_injection, published_lines, read_injections
+from engine.sim.injected import read_injected
+from engine.sim.injections import DEFAULT_SOURCE, Injection, append_injection, read_injections
 from engine.sim.run.executor import RunGone, RunTimeout
 from engine.sim.run.protocol import PLATFORMS
 from engine.sim.run.service import SimRuns
@@ -145,7 +146,6 @@ def injection_status(folder: Path | str) -> list[InjectionState]:
     except (OSError, ValueError):
         return []
     published: dict[str, dict[str, int]] = {}
-    for platform in PLATFORMS:
-        for line in published_lines(folder, platform):
-            published.setdefault(line["id"], {})[platform] = int(line["round"]) + 1
+    for line in read_injected(folder):
+        published.setdefault(line.id, {})[line.platform] = line.round
     return [InjectionState(e, published.get(e.id, {})) for e in events]

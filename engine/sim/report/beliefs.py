@@ -26,7 +26,8 @@ from PIL import Image  # noqa: E402
 
 from engine.sim.report.charts import (LABEL_SIZE, TICK_SIZE, TITLE_SIZE, _empty, _legend_below, _style,  # noqa: E402
                                      mark_injected)
-from engine.sim.report.stats import PLATFORMS, InjectedEvent  # noqa: E402
+from engine.sim.injected import InjectedEvent  # noqa: E402
+from engine.sim.report.stats import PLATFORMS  # noqa: E402
 from engine.sim.stance import RoundSplit  # noqa: E402
 
 CAMPS = (("for", "#2ca02c"), ("neutral", "#9e9e9e"), ("against", "#d62728"))

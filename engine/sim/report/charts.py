@@ -19,7 +19,8 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from engine.sim.report.stats import InjectedEvent, SimStats  # noqa: E402
+from engine.sim.injected import InjectedEvent  # noqa: E402
+from engine.sim.report.stats import SimStats  # noqa: E402
 from engine.words import plural  # noqa: E402
 
 CHARTS_DIR = Path("report") / "charts"

@@ -250,12 +250,12 @@ async def report_section(db, sim_id: str, folder: Path, charts_dir: Path) -> tup
     Markdown: the split per round, the diagnostics and the health verdict."""
     from engine.offload import run_cpu
     from engine.sim.report.beliefs import draw_beliefs
-    from engine.sim.report.stats import injected_events, platforms_of
+    from engine.sim.injected import injected_events
     from engine.sim.stance import agent_scores, skipped_rounds, split_by_round
 
     splits, scores = await split_by_round(db, sim_id), await agent_scores(db, sim_id)
     facts = await run_cpu(read_facts, folder)
-    injected = await run_cpu(injected_events, folder, await run_cpu(platforms_of, folder))
+    injected = await run_cpu(injected_events, folder)
     charts = (await run_cpu(draw_beliefs, splits, scores, await run_cpu(_roster, folder), charts_dir, injected)
               if splits else {})
     text = markdown(diagnose(facts, splits, scores), splits)

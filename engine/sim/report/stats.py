@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.sim.injections import published_lines
+from engine.sim.injected import InjectedEvent, injected_events, read_injected
 
 PLATFORMS = ("twitter", "reddit")
 ACTIONS_LOG = "actions.jsonl"
@@ -88,20 +88,6 @@ class Interaction:
     def during_run(self) -> bool:
         """Made by an agent during the run, not the follow graph seeded at set-up."""
         return self.kind != SEEDED_FOLLOW
-
-
-@dataclass
-class InjectedEvent:
-    """An event injected into the run, as published (rounds from 0, like the log's)."""
-    id: str
-    round: int                       # the first round it went out in
-    source: str
-    text: str
-    asked_by: str
-    posts: dict[str, int] = field(default_factory=dict)   # platform -> post id
-
-    def cites(self) -> str:
-        return " ".join(f"[{p} post {pid}]" for p, pid in self.posts.items())
 
 
 @dataclass
@@ -227,9 +213,9 @@ def _platform_stats(sim_dir: Path, platform: str):
                 mix[row["action"]] += 1
                 if row.get("agent_id") is not None:
                     acted[int(row["agent_id"])] += 1
-            for line in published_lines(sim_dir, platform):
-                if isinstance(line.get("post_id"), int):
-                    post_round[line["post_id"]] = int(line["round"])
+            for line in read_injected(sim_dir, [platform]):
+                if line.post_id is not None:
+                    post_round[line.post_id] = line.round - 1
         else:
             for r in conn.execute("SELECT user_id, created_at, action FROM trace"):
                 if r["action"] in NOT_ACTIONS:
@@ -320,17 +306,3 @@ def compute_stats(sim_dir: Path | str) -> SimStats:
     interactions.sort(key=lambda e: (-e.count, e.platform, e.source_id, e.target_id, e.kind))
     return SimStats(platforms, rounds, mix, posts, ranked, interactions, sources, skipped,
                     injected_events(sim_dir, platforms))
-
-
-def injected_events(sim_dir: Path, platforms: list[str]) -> list[InjectedEvent]:
-    """The injected events the platforms' logs record, one per event, in the order they went out."""
-    events: dict[str, InjectedEvent] = {}
-    for platform in platforms:
-        for line in published_lines(sim_dir, platform):
-            event = events.setdefault(str(line["id"]), InjectedEvent(
-                str(line["id"]), int(line["round"]), str(line.get("source", "")), str(line.get("text", "")),
-                str(line.get("asked_by", ""))))
-            event.round = min(event.round, int(line["round"]))
-            if isinstance(line.get("post_id"), int):
-                event.posts[platform] = line["post_id"]
-    return sorted(events.values(), key=lambda e: e.round)  # stable: the order they went out in
