@@ -227,18 +227,19 @@ class App:
         head, _, rest = text[1:].partition(" ")
         return head.split("@", 1)[0].lower(), rest.strip()
 
-    async def dispatch(self, msg: Incoming, reply: Reply) -> None:
+    async def dispatch(self, msg: Incoming, reply: Reply) -> asyncio.Task | None:
         """The one way in for every adapter: a command runs if its rule allows it; a plain
-        message is remembered unless its channel opted out."""
+        message is remembered unless its channel opted out. A plain message that replies to
+        something standing for a command (a report's message) gives that command's task, which
+        runs apart: an adapter that must keep the message until it is answered (Telegram's
+        inbox row) waits on it."""
         if msg.command is not None:
             name, rest = msg.command, ""
         else:
             parsed = self.split_command(msg.text) if msg.conventions.text_commands else None
             if parsed is None:
                 await self._remember(msg)
-                if msg.reply_to:
-                    await self._route_reply(msg, reply)
-                return
+                return await self._route_reply(msg, reply) if msg.reply_to else None
             name, rest = parsed
         if not name:
             await reply.error("a command goes right after the slash, like /help (which lists them all); "
@@ -285,9 +286,10 @@ class App:
             self.in_flight.discard(task)
             await self.files.discard(a.path for a in msg.attachments)
 
-    async def _route_reply(self, msg: Incoming, reply: Reply) -> None:
+    async def _route_reply(self, msg: Incoming, reply: Reply) -> asyncio.Task | None:
         """A reply that stands for a command runs as one, in a task of its own (it may wait on an
-        LLM): the adapter goes on handing over the channel's later messages meanwhile."""
+        LLM): the adapter goes on handing over the channel's later messages meanwhile. Returns
+        that task (None when the reply stands for nothing)."""
         for route in self.reply_routes:
             try:
                 command = await route(msg)
@@ -298,7 +300,8 @@ class App:
                 task = asyncio.ensure_future(self.dispatch(command, reply))
                 self.background.add(task)
                 task.add_done_callback(self.background.discard)
-                return
+                return task
+        return None
 
     @staticmethod
     async def _fetch_attachments(args: dict[str, Any], reply: Reply) -> bool:

@@ -238,10 +238,12 @@ class TelegramAdapter(Adapter):
 
         return Attachment(name, size=doc.file_size, fetch=fetch)
 
-    async def on_message(self, update: Update) -> None:
+    async def on_message(self, update: Update) -> asyncio.Task | None:
+        """Hand one update to the app; for a reply that asks a question, the task answering it
+        (the inbox keeps the update until that task ends)."""
         message = update.effective_message
         if message is None or message.chat is None or (message.from_user and message.from_user.is_bot):
-            return
+            return None
         text = message.text or message.caption or ""
         thread = message.message_thread_id if message.is_topic_message else None
         reply = self.reply_for(message.chat.id, thread)
@@ -250,10 +252,10 @@ class TelegramAdapter(Adapter):
             head = (text.strip()[1:].split(maxsplit=1) or [""])[0]  # "" for a lone "/"
             addressed = "@" in head
             if addressed and head.split("@", 1)[1].lower() != self.username.lower():
-                return  # addressed to another bot in this group
+                return None  # addressed to another bot in this group
             if (not addressed and message.chat.type != ChatType.PRIVATE and parsed[0] != "start"
                     and self.app.commands.get(parsed[0]) is None):
-                return  # another bot's command in a shared group: not ours to answer
+                return None  # another bot's command in a shared group: not ours to answer
             if parsed[0] == "start":
                 text = "/help"
                 await reply.send("Hello! I remember this chat's conversations in topic worlds and can "
@@ -271,4 +273,4 @@ class TelegramAdapter(Adapter):
             incoming.attachments = [found] if found is not None else []
         elif message.document is not None:  # a file shared in the chat: memory keeps its name with the caption
             incoming.attachments = [self._attachment(message, message)]
-        await self.app.dispatch(incoming, reply)
+        return await self.app.dispatch(incoming, reply)

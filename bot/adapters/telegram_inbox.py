@@ -13,7 +13,9 @@ previous run left are handled first, so a crash repeats work at worst and never 
 
 Order: updates are handed over one at a time, in update order, and a plain message's handler
 returns once the message is queued, so memory stores each chat's messages in order. Commands
-(``background(update)``) run in tasks of their own, so a slow one never holds up polling.
+(``background(update)``) run in tasks of their own, so a slow one never holds up polling; so
+does a plain message that asks something (a reply to a report): its handler returns the task
+that answers it, and the row stays until that task ended, so a crash mid-answer asks again.
 Backpressure: when memory's queue is full the handler waits, the loop stops fetching and the
 updates stay with Telegram until there is room.
 
@@ -42,7 +44,7 @@ warnings.filterwarnings("ignore", message=r"Please use 'Bot\.getUpdates'", categ
 BATCH_LIMIT = 100          # updates per getUpdates (the Bot API's maximum)
 RETRY_MAX_S = 30.0         # longest wait between failed getUpdates calls
 
-Handler = Callable[[Update], Awaitable[None]]
+Handler = Callable[[Update], Awaitable["asyncio.Task | None"]]  # a task the update's row waits on
 
 
 class TelegramInbox:
@@ -152,17 +154,18 @@ class TelegramInbox:
                 continue
             if self.background(update):
                 commands.append(self._spawn(self._handle_one(update)))
-            else:
-                await self._handle_one(update)
+            elif (answering := await self._handle_one(update)) is not None:
+                commands.append(answering)
         self._spawn(self._delete_when_done([uid for uid, _ in rows], commands))
 
-    async def _handle_one(self, update: Update) -> None:
+    async def _handle_one(self, update: Update) -> asyncio.Task | None:
         try:
-            await self.handle(update)
+            return await self.handle(update)
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("telegram: update %d failed", update.update_id)
+            return None
 
     async def _delete_when_done(self, update_ids: list[int], commands: list[asyncio.Task]) -> None:
         await self.settled()

@@ -98,7 +98,8 @@ class FakeOpenAI:
             for prefix in ("/v1", ""):
                 app.router.add_post(f"{prefix}/chat/completions", self._chat)
                 app.router.add_get(f"{prefix}/models", self._models)
-            self._runner = web.AppRunner(app, access_log=None)
+            # a stalled answer (Raw.delay) is cut off at stop rather than waited for
+            self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
             self._loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, "127.0.0.1", 0)
             self._loop.run_until_complete(site.start())
