@@ -2,11 +2,13 @@
 
 Shared by the crash tests and bench/load.py: write a config that points the Telegram adapter
 at the fake, start and kill the process, and read what memory stored straight from SQLite
-(WAL: reading while the bot writes is safe).
+(WAL: reading while the bot writes is safe). ``write_config(database=url)`` puts the bot on
+another database (a PostgreSQL URL reaches the test server's unix socket as it is).
 """
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import signal
 import sqlite3
@@ -19,11 +21,13 @@ from tests.conftest import REPO, bot_command, bot_env
 TOKEN_ENV = "WORLDBOT_LOAD_TG"
 
 
-def write_config(folder: Path, server, **memory) -> Path:
-    """A config for a Telegram-only bot on ``server`` with its data in ``folder``/data."""
+def write_config(folder: Path, server, database: str | None = None, **memory) -> Path:
+    """A config for a Telegram-only bot on ``server`` with its data in ``folder``/data (and its
+    database there too unless ``database``, a URL, names another)."""
     extra = "".join(f"{key} = {value!r}\n" for key, value in memory.items())
     cfg = folder / "config.toml"
-    cfg.write_text(f'[bot]\ndata_dir = "data"\n[console]\nenabled = "off"\n'
+    url = f'[database]\nurl = "{database}"\n' if database else ""
+    cfg.write_text(f'[bot]\ndata_dir = "data"\n{url}[console]\nenabled = "off"\n'
                    f'[telegram]\ntoken_env = "{TOKEN_ENV}"\nbase_url = "{server.base_url}"\n'
                    f'base_file_url = "{server.base_file_url}"\npoll_timeout_s = 1.0\n'
                    f'overall_max_rate = 1000.0\n[memory]\n{extra}')
@@ -69,9 +73,10 @@ def stored(db_path: Path, after_id: int = 0) -> list[tuple[int, str, str, str]]:
 
 async def wait_until(condition, timeout: float, what: str, proc: subprocess.Popen | None = None,
                      every: float = 0.05) -> None:
-    """Poll ``condition()`` until it is true; AssertionError after ``timeout`` s or if ``proc`` died."""
+    """Poll ``condition()`` (a function, or a coroutine function) until it is true; AssertionError
+    after ``timeout`` s or if ``proc`` died."""
     deadline = time.monotonic() + timeout
-    while not condition():
+    while not ((await result) if inspect.isawaitable(result := condition()) else result):
         assert proc is None or proc.poll() is None, f"the bot exited ({proc.returncode}) while waiting for {what}"
         assert time.monotonic() < deadline, f"timed out after {timeout} s waiting for {what}"
         await asyncio.sleep(every)

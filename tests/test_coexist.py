@@ -63,6 +63,7 @@ def rounds_done(tmp_path, sim_id: str) -> int:
     return min(json.loads(done).values(), default=0)
 
 
+# SQLite only (89 s): tests/test_pg_processes.py runs two bot processes on PostgreSQL, one killed with SIGKILL.
 def test_other_processes_leave_a_running_bot_alone_until_it_is_killed(openai_server, tmp_path):
     openai_server.responder = PipelineResponder(delay=1.0)  # every agent step is slow: a long run
     cfg = write_config(tmp_path, openai_server)

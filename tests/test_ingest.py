@@ -10,8 +10,9 @@ import pytest
 from bot.adapters import telegram_adapter
 from bot.adapters.base import serve
 from bot.adapters.telegram_inbox import TelegramInbox
+from engine.db import open_database
 from engine.memory.ingest_queue import IngestQueue
-from tests.bot_process import kill_9, start_bot, stop, stored, wait_until, write_config
+from tests.bot_process import kill_9, start_bot, stop, wait_until, write_config
 from tests.chat_helpers import make_app
 from tests.fakes.telegram_server import FakeTelegram
 from tests.memory_helpers import Chat, close_engine, open_engine
@@ -213,32 +214,44 @@ async def test_a_command_waits_for_its_own_channel_only(tmp_path):
         await close_engine(db, engine)
 
 
-async def test_kill_9_mid_burst_then_restart_loses_and_duplicates_nothing(tmp_path):
+async def test_kill_9_mid_burst_then_restart_loses_and_duplicates_nothing(tmp_path, db_url):
     """The real bot process on the Telegram fake, killed while confirmed updates were not yet in
-    memory; after a restart every message is remembered exactly once."""
+    memory; after a restart every message is remembered exactly once (on both backends)."""
     server = await FakeTelegram(TOKEN).start()
-    cfg = write_config(tmp_path, server)
-    db_path = tmp_path / "data" / "bot.sqlite3"
+    cfg = write_config(tmp_path, server, database=db_url)
     sent = []
     first = start_bot(cfg, server, tmp_path / "bot.log")
+    db = None
+
+    async def stored() -> list[tuple[str, int]]:
+        rows = await db.fetchall("SELECT channel, message_id FROM memory_messages ORDER BY id")
+        return [(channel, int(message_id)) for channel, message_id in rows]
+
+    async def stored_count() -> int:
+        return await db.fetchval("SELECT count(*) FROM memory_messages")
     try:
         await server.wait_for("setMyCommands", timeout=60)
+        db = await open_database(db_url, upgrade=False)   # the bot migrated it before it went online
         for i in range(400):
             chat = -400 - i % 5
             sent.append((str(chat), server.push_message(chat, f"burst message {i} from chat {chat}")["message_id"]))
+
         # kill while Telegram has confirmed updates that memory has not stored yet
-        await wait_until(lambda: len(server.confirmed) - len(stored(db_path)) >= 50, 90,
-                         "confirmed updates ahead of memory", first)
+        async def memory_behind() -> bool:
+            return len(server.confirmed) - await stored_count() >= 50
+        await wait_until(memory_behind, 90, "confirmed updates ahead of memory", first)
         kill_9(first)
-        at_kill = len(stored(db_path))
+        at_kill = await stored_count()
         assert len(server.confirmed) > at_kill
         second = start_bot(cfg, server, tmp_path / "bot.log")
         try:
-            await wait_until(lambda: len(stored(db_path)) >= len(sent), 120, "every message to be stored", second)
+            async def all_stored() -> bool:
+                return await stored_count() >= len(sent)
+            await wait_until(all_stored, 120, "every message to be stored", second)
             await wait_until(lambda: len(server.confirmed) == len(sent), 30, "every update confirmed", second)
         finally:
             assert stop(second) == 0, (tmp_path / "bot.log").read_text()[-3000:]
-        got = [(channel, int(message_id)) for _, channel, message_id, _ in stored(db_path)]
+        got = await stored()
         assert sorted(got) == sorted(sent)  # none lost, none twice
         for chat in {c for c, _ in sent}:  # each chat in order
             ids = [m for c, m in got if c == chat]
@@ -246,4 +259,6 @@ async def test_kill_9_mid_burst_then_restart_loses_and_duplicates_nothing(tmp_pa
     finally:
         if first.poll() is None:
             kill_9(first)
+        if db is not None:
+            await db.close()
         await server.stop()

@@ -3,63 +3,65 @@ about the interrupted job, and `/resume` finishes it without redoing completed s
 Console `--wait` keeps the process alive until the job it started has ended."""
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
-import sqlite3
 import subprocess
-import time
 
+from engine.db import open_database
+from tests.bot_process import wait_until
 from tests.conftest import REPO, bot_command, bot_env
 from tests.fakes.report_responder import PipelineResponder
-from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import fake_openai, openai_server, sqlite_only  # noqa: F401
 
 SAMPLE = REPO / "tests" / "data" / "harbour_strike.md"
 
 
-def write_config(tmp_path, server):
+def write_config(tmp_path, server, db_url: str):
     cfg = tmp_path / "config.toml"
-    cfg.write_text(f'[bot]\ndata_dir = "data"\n[jobs]\nprogress_interval_s = 0.0\n'
+    cfg.write_text(f'[bot]\ndata_dir = "data"\n[database]\nurl = "{db_url}"\n[jobs]\nprogress_interval_s = 0.0\n'
                    f'[llm]\nbase_url = "{server.base_url}"\nretry_max_wait_s = 0.05\n')
     return cfg
 
 
-def jobs(tmp_path):
-    with sqlite3.connect(tmp_path / "data" / "bot.sqlite3") as conn:
-        return conn.execute("SELECT id, state FROM jobs").fetchall()
+async def jobs(db_url: str) -> list[tuple[str, str]]:
+    db = await open_database(db_url, upgrade=False)
+    try:
+        return [tuple(row) for row in await db.fetchall("SELECT id, state FROM jobs")]
+    finally:
+        await db.close()
 
 
-def test_kill_9_then_restart_reports_and_resumes_without_redoing_steps(openai_server, tmp_path):
+# SQLite only (62 s a backend): tests/test_pg_processes.py is its PostgreSQL twin (kill -9 mid-pipeline, resumed).
+@sqlite_only
+async def test_kill_9_then_restart_reports_and_resumes_without_redoing_steps(openai_server, tmp_path, db_url):
     responder = PipelineResponder()
     openai_server.responder = responder
-    cfg = write_config(tmp_path, openai_server)
+    cfg = write_config(tmp_path, openai_server, db_url)
     first = subprocess.Popen(bot_command("--config", str(cfg), "run"), stdin=subprocess.PIPE,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True, cwd=REPO,
                              env=bot_env(), start_new_session=True)
     try:
         first.stdin.write(f"/simulate {SAMPLE} what happens next? --agents 6 --rounds 2\n")
         first.stdin.flush()
-        deadline = time.monotonic() + 120
         # the ontology step has finished once chunk extraction requests arrive
-        while responder.sim.counts["extraction"] == 0:
-            assert time.monotonic() < deadline, "the simulation never reached the graph step"
-            assert first.poll() is None, "the bot exited early"
-            time.sleep(0.05)
+        await wait_until(lambda: responder.sim.counts["extraction"] > 0, 120, "the graph step", first)
     finally:
         os.killpg(first.pid, signal.SIGKILL)
         first.wait(10)
-    [(job_id, state)] = jobs(tmp_path)
+    [(job_id, state)] = await jobs(db_url)
     assert state == "running"  # what a killed process leaves behind
     assert responder.sim.counts["ontology"] == 1
 
-    second = subprocess.run(bot_command("--config", str(cfg), "run", "--wait"),
-                            input=f"/jobs\n/resume {job_id}\n", capture_output=True, text=True,
-                            timeout=400, cwd=REPO, env=bot_env())
+    second = await asyncio.to_thread(
+        subprocess.run, bot_command("--config", str(cfg), "run", "--wait"), input=f"/jobs\n/resume {job_id}\n",
+        capture_output=True, text=True, timeout=400, cwd=REPO, env=bot_env())
     assert second.returncode == 0, second.stderr[-3000:]
     out = second.stdout
     assert f"(`{job_id}`) was interrupted by a restart" in out
     assert f"`{job_id}`" in out and "interrupted" in out.split("/resume")[0]
     assert "Resuming" in out
     assert f"(`{job_id}`) finished" in out  # --wait kept the console open until the end
-    assert jobs(tmp_path) == [(job_id, "done")]
+    assert await jobs(db_url) == [(job_id, "done")]
     assert responder.sim.counts["ontology"] == 1  # step 1 was not redone after the crash
     assert responder.report.counts["outline"] == 1

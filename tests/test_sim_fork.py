@@ -24,7 +24,7 @@ from engine.sim.fork import fork_simulation
 from engine.sim.run import fork_points
 from engine.sim.run.protocol import ACTIONS_LOG, CHECKPOINT, CHECKPOINT_DB, MEMORY_FILE, platform_db
 from tests.fakes.openai_server import SocialResponder
-from tests.llm_fixtures import fake_openai, openai_server  # noqa: F401
+from tests.llm_fixtures import fake_openai, openai_server, sqlite_only  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 
 pytestmark = pytest.mark.timeout(420)
@@ -68,10 +68,13 @@ async def add_parent(db: Database, folder: Path) -> None:
         " 'The council sets the toll.' FROM sim_entities a, sim_entities b WHERE a.name='Council' AND b.name='Toll'")
 
 
-async def test_fork_of_a_running_simulation_and_refusals(openai_server, tmp_path, capsys):
+# SQLite only (58 s a backend): the fork's row copies run on both in test_a_fork_copies_the_graph_...
+@sqlite_only
+async def test_fork_of_a_running_simulation_and_refusals(openai_server, tmp_path, capsys, db_url):
     responder = openai_server.responder = SocialResponder(delay=0.25)  # slow enough to fork mid-run
     config = tmp_path / "config.toml"
-    config.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{openai_server.base_url}"\n'
+    config.write_text(f'[bot]\ndata_dir = "data"\n[database]\nurl = "{db_url}"\n'
+                      f'[llm]\nbase_url = "{openai_server.base_url}"\n'
                       f'[jobs]\nprogress_interval_s = 0.0\n[simulation]\nrun_idle_s = 0.5\n'
                       # the fork's LLM calls are counted exactly against its agent steps below;
                       # stance tracking (more calls per round) has tests of its own

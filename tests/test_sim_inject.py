@@ -77,6 +77,7 @@ def prompts(requests: list[dict], name: str, platform: str) -> list[str]:
             for r in requests if r.get("tools") and marker in r["messages"][0]["content"]]
 
 
+# SQLite only (a real OASIS run): injections live in the simulation's folder (injections.json), not the database.
 async def test_injected_events_reach_databases_prompts_logs_status_and_report(llm, tmp_path, capsys):
     config = tmp_path / "config.toml"
     config.write_text(f'[bot]\ndata_dir = "data"\n[llm]\nbase_url = "{llm.base_url}"\n'

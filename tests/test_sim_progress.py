@@ -39,6 +39,7 @@ def states_shown(out: str, job_id: str) -> list[str]:
     return shown
 
 
+# SQLite only (a real OASIS run): the run and job rows it reads run on both backends in test_simrun.py.
 async def test_states_in_order_running_step_stop_and_counters_after_resume(openai_server, tmp_path, capsys):
     openai_server.responder = WithStances(SocialResponder(delay=0.2))   # slow enough to look during a round
     app, console = await console_bot(tmp_path, openai_server.base_url, run_idle_s=0)

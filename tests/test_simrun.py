@@ -1,6 +1,7 @@
 """Control of step 4: kill -9 of the child, resume after a restart, a graceful stop mid-run.
 The real child process, camel-oasis and the openai client run against the fake server; each
-child start imports oasis (torch, transformers), so one run serves every check."""
+child start imports oasis (torch, transformers), so one run serves every check, on both backends
+(the run's state, rounds and job rows must survive the kill and the restart on either)."""
 from __future__ import annotations
 
 import asyncio
@@ -18,7 +19,6 @@ from engine.sim.run.protocol import ACTIONS_LOG, platform_db
 from engine.sim.run.observers import RoundDone
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns
 from tests.fakes.openai_server import FakeOpenAI, SocialResponder
-from tests.llm_fixtures import db  # noqa: F401
 from tests.sim_fixture import make_sim_folder
 
 pytestmark = pytest.mark.timeout(240)

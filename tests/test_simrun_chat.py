@@ -64,6 +64,8 @@ async def console_bot(tmp_path, llm_url: str, run_idle_s: float) -> tuple[App, C
     return app, console
 
 
+# SQLite only (a real OASIS run): its rows (interviews, stances, sim memory) are written on both backends in
+# test_simrun_budget.py, test_stance.py and test_sim_memory.py.
 async def test_run_step_both_platforms_interviews_and_chat_control(openai_server, tmp_path, capsys):
     # slow enough to ask during a round; the stance of each round's agents is classified too
     social, stances = SocialResponder(delay=0.15), StanceResponder()
