@@ -124,6 +124,8 @@ class SimulationSection(Section):
     default_rounds: int = Field(24, ge=1)
     minutes_per_round: int = Field(60, ge=1, le=1440)
     start_hour: int = Field(8, ge=0, le=23)
+    # the seed of every draw (personas, follows, who acts when); None: each simulation's own id
+    seed: int | None = Field(None, ge=0)
     # activity multiplier per simulated hour 0..23 (dead night, morning, work, evening peak, late night)
     activity_by_hour: list[Annotated[float, Field(ge=0.0)]] = Field(
         default_factory=lambda: [0.05, 0.05, 0.05, 0.05, 0.05, 0.1, 0.4, 0.7, 0.8, 0.6, 0.6, 0.7,

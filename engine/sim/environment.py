@@ -175,7 +175,7 @@ async def step(ctx: "SimContext") -> dict:
     if not chosen:
         raise JobError("the documents name no actors who could take part in a simulation "
                        "(no people or organizations were found)")
-    seed = int(hashlib.sha256(ctx.sim_id.encode()).hexdigest()[:8], 16)
+    seed = cfg.seed if cfg.seed is not None else int(hashlib.sha256(ctx.sim_id.encode()).hexdigest()[:8], 16)
     rng = random.Random(seed)
     time = time_config(cfg, sizes.rounds)
     hours = active_hours(time.activity_by_hour)
