@@ -15,7 +15,8 @@ TOKEN = "123:TEST"
 pytestmark = pytest.mark.timeout(60)
 
 
-# On both backends (db_url); the tests whose point is presentation, not storage, are sqlite_only (suite time).
+# On both backends (db_url); tests of presentation, of refusals that store nothing, or of what
+# test_permissions covers on both (the memory setting) are sqlite_only (suite time).
 @pytest.fixture
 async def tg(tmp_path, monkeypatch, db_url):
     monkeypatch.setenv("TG_TEST_TOKEN", TOKEN)
@@ -149,6 +150,7 @@ async def test_forum_topics_are_their_own_channels(tg):
     assert int(digest.params["message_thread_id"]) == 77
 
 
+@sqlite_only
 async def test_plain_messages_are_ingested_unless_memory_is_off_for_the_chat(tg):
     app, server, runs, gate = tg
     seen = []
