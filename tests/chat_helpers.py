@@ -32,8 +32,12 @@ class Outlet(Adapter):
         return self.reply_for(scope, channel)
 
 
-async def make_app(tmp_path: Path, **sections) -> App:
+async def make_app(tmp_path: Path, db_url: str | None = None, **sections) -> App:
+    """An app on ``tmp_path/data``; its database is ``db_url`` (conftest's fixture: SQLite or a fresh
+    PostgreSQL database) or, without one, SQLite in the data folder."""
     data = {"bot": {"data_dir": str(tmp_path / "data")}, "jobs": {"progress_interval_s": 0}, **sections}
+    if db_url is not None:
+        data["database"] = {"url": db_url}
     app = await App.create(parse_config(data))
     return app
 

@@ -83,11 +83,14 @@ async def fake():
     await server.stop()
 
 
-async def start_bot(tmp_path, monkeypatch, server, llm_server, before_connect=None):
+async def start_bot(tmp_path, monkeypatch, server, llm_server, before_connect=None, db_url=None):
+    """The bot on the fake, on conftest's ``db_url`` (both backends) or SQLite: the 40 random probes
+    stay on SQLite (suite time); the channel made private runs the same queries on both."""
     monkeypatch.setenv("DISCORD_TEST_TOKEN", "fake-token")
-    app = await make_app(tmp_path, discord={"token_env": "DISCORD_TEST_TOKEN", "api_base": server.api_base,
-                                            "gateway_url": server.gateway_url, "message_content": True,
-                                            "admin_role": "botadmin"},
+    app = await make_app(tmp_path, db_url,
+                         discord={"token_env": "DISCORD_TEST_TOKEN", "api_base": server.api_base,
+                                  "gateway_url": server.gateway_url, "message_content": True,
+                                  "admin_role": "botadmin"},
                          llm={"base_url": llm_server.base_url, "model": "fake-model", "max_retries": 0},
                          memory={"extract_every_n": 1000, "extract_every_s": 600})
     add_test_simulation(app)
@@ -226,8 +229,8 @@ async def test_a_private_channel_never_shows_in_general_but_does_in_itself(tmp_p
 
 
 async def test_a_channel_made_private_leaves_general_at_once_and_returns_when_opened(
-        tmp_path, monkeypatch, fake, llm_server):
-    app, stop, task = await start_bot(tmp_path, monkeypatch, fake, llm_server)
+        tmp_path, monkeypatch, fake, llm_server, db_url):
+    app, stop, task = await start_bot(tmp_path, monkeypatch, fake, llm_server, db_url=db_url)
     try:
         await say_all(app, fake, [(CHANNEL, t) for t in PUBLIC[:4]] + [(fake.later, t) for t in PRIVATE[:4]])
         before = await command(fake, "recall", CHANNEL, query="biopsy results from the oncologist")
@@ -256,13 +259,13 @@ async def test_a_channel_made_private_leaves_general_at_once_and_returns_when_op
 
 
 async def test_what_was_remembered_before_a_channel_became_private_moves_when_the_bot_connects(
-        tmp_path, monkeypatch, fake, llm_server):
+        tmp_path, monkeypatch, fake, llm_server, db_url):
     async def remembered_while_public(app):  # e.g. by a version of the bot that knew no audiences
         memory = app.services["memory"]
         for n, text in enumerate(PRIVATE[:4]):
             await memory.ingest(MemoryMessage(SCOPE, fake.private, f"old-{n}", "user6001", text))
 
-    app, stop, task = await start_bot(tmp_path, monkeypatch, fake, llm_server, remembered_while_public)
+    app, stop, task = await start_bot(tmp_path, monkeypatch, fake, llm_server, remembered_while_public, db_url)
     try:
         await until(lambda: app.db.fetchval("SELECT count(*) FROM channel_audiences WHERE channel=? AND audience=?",
                                             (fake.private, fake.private)))
@@ -274,7 +277,8 @@ async def test_what_was_remembered_before_a_channel_became_private_moves_when_th
         await stop_bot(app, stop, task)
 
 
-async def test_the_audience_of_each_kind_of_channel_and_a_server_wide_role_change(tmp_path, monkeypatch, llm_server):
+async def test_the_audience_of_each_kind_of_channel_and_a_server_wide_role_change(tmp_path, monkeypatch, llm_server,
+                                                                                   db_url):
     fake = FakeDiscord()
     private = fake.add_channel("private", private_to(STAFF_ROLE))
     kinds = {
@@ -288,7 +292,7 @@ async def test_the_audience_of_each_kind_of_channel_and_a_server_wide_role_chang
         (secret := fake.add_thread(CHANNEL, "private thread", private=True)): secret,
     }
     await fake.start()
-    app, stop, task = await start_bot(tmp_path, monkeypatch, fake, llm_server)
+    app, stop, task = await start_bot(tmp_path, monkeypatch, fake, llm_server, db_url=db_url)
     try:
         async def recorded() -> dict[str, str]:
             rows = await app.db.fetchall("SELECT channel, audience FROM channel_audiences WHERE scope=?", (SCOPE,))
@@ -312,8 +316,8 @@ async def test_the_audience_of_each_kind_of_channel_and_a_server_wide_role_chang
 
 
 async def test_a_simulation_started_in_a_private_channel_stays_out_of_other_digests(
-        tmp_path, monkeypatch, fake, llm_server):
-    app, stop, task = await start_bot(tmp_path, monkeypatch, fake, llm_server)
+        tmp_path, monkeypatch, fake, llm_server, db_url):
+    app, stop, task = await start_bot(tmp_path, monkeypatch, fake, llm_server, db_url=db_url)
     try:
         att = fake.add_attachment("layoff-plan.txt", b"The warehouse closes in May.")
         await fake.interaction("testsim", [{"name": "document", "type": 11, "value": att["id"]},

@@ -21,10 +21,12 @@ async def fake():
     await server.stop()
 
 
-async def start_bot(tmp_path, monkeypatch, server, extra=None, before_start=None, **discord_cfg):
+async def start_bot(tmp_path, monkeypatch, server, extra=None, before_start=None, db_url=None, **discord_cfg):
+    """The bot on the fake; the tests whose point is storage pass conftest's ``db_url`` (both backends),
+    the presentational ones stay on SQLite (suite time)."""
     monkeypatch.setenv("DISCORD_TEST_TOKEN", "fake-token")
-    app = await make_app(tmp_path, discord={"token_env": "DISCORD_TEST_TOKEN", "api_base": server.api_base,
-                                            "gateway_url": server.gateway_url, **discord_cfg})
+    app = await make_app(tmp_path, db_url, discord={"token_env": "DISCORD_TEST_TOKEN", "api_base": server.api_base,
+                                                    "gateway_url": server.gateway_url, **discord_cfg})
     gate = asyncio.Event()
     runs = add_test_simulation(app, gate)
     if extra:
@@ -50,8 +52,9 @@ async def stop_bot(app, stop, task):
     await app.close()
 
 
-async def test_slash_command_with_attachment_to_progress_edits_and_report_upload(tmp_path, monkeypatch, fake):
-    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake, admin_role="botadmin")
+async def test_slash_command_with_attachment_to_progress_edits_and_report_upload(tmp_path, monkeypatch, fake, db_url):
+    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake, admin_role="botadmin",
+                                                  db_url=db_url)
     try:
         att = fake.add_attachment("news.txt", b"Floods closed the bridge.")
         await fake.interaction("testsim", [
@@ -88,8 +91,10 @@ async def test_ask_shows_the_typing_indicator_in_its_channel(tmp_path, monkeypat
         await stop_bot(app, stop, task)
 
 
-async def test_admin_commands_are_refused_ephemerally_without_role_or_manage_server(tmp_path, monkeypatch, fake):
-    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake, admin_role="botadmin")
+async def test_admin_commands_are_refused_ephemerally_without_role_or_manage_server(tmp_path, monkeypatch, fake,
+                                                                                  db_url):
+    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake, admin_role="botadmin",
+                                                  db_url=db_url)
     try:
         await fake.interaction("settings", [{"name": "key", "type": 3, "value": "memory"},
                                             {"name": "value", "type": 3, "value": "off"}])
@@ -223,14 +228,15 @@ async def test_a_retried_channel_post_is_not_posted_twice(tmp_path, monkeypatch,
 
 
 
-async def test_jobs_interrupted_by_a_restart_are_announced_in_their_channel(tmp_path, monkeypatch, fake):
+async def test_jobs_interrupted_by_a_restart_are_announced_in_their_channel(tmp_path, monkeypatch, fake, db_url):
     async def left_running(app):  # what a killed process leaves behind
         await app.db.execute(
             "INSERT INTO jobs(id, kind, scope, channel, title, params, state, message, created_at, updated_at)"
             " VALUES ('dead0001', 'simulation', ?, ?, 'simulation of a.txt', '{}', 'running', '', '2026-01-01',"
             " '2026-01-01')", (f"discord:{GUILD}", CHANNEL))
 
-    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake, before_start=left_running)
+    app, stop, task, gate, runs = await start_bot(tmp_path, monkeypatch, fake, before_start=left_running,
+                                                  db_url=db_url)
     try:
         note = await fake.wait_for("POST", f"/channels/{CHANNEL}/messages", lambda c: "dead0001" in c.content)
         assert "interrupted" in note.content and "/resume dead0001" in note.content

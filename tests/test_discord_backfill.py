@@ -7,6 +7,9 @@ import time
 
 import pytest
 
+from bot.adapters.discord_backfill import remembered_channels
+from engine.memory import MemoryMessage
+from tests.chat_helpers import make_app
 from tests.fakes.discord_server import CHANNEL, GUILD, FakeDiscord
 from tests.test_discord import start_bot, stop_bot
 
@@ -35,8 +38,8 @@ async def wait_for_texts(app, n: int, channel: str = CHANNEL, timeout: float = 3
         await asyncio.sleep(0.05)
 
 
-async def test_backfill_after_downtime_fills_the_gap_in_order(tmp_path, monkeypatch, fake):
-    app, stop, task, *_ = await start_bot(tmp_path, monkeypatch, fake, message_content=True)
+async def test_backfill_after_downtime_fills_the_gap_in_order(tmp_path, monkeypatch, fake, db_url):
+    app, stop, task, *_ = await start_bot(tmp_path, monkeypatch, fake, message_content=True, db_url=db_url)
     try:
         for i in range(3):
             await fake.message(f"live message {i} about the river ferry timetable")
@@ -54,7 +57,7 @@ async def test_backfill_after_downtime_fills_the_gap_in_order(tmp_path, monkeypa
     fake.missed_message("a bot's own post is not remembered", author_id="1000")
     fake.history[CHANNEL][-1]["author"]["bot"] = True
 
-    app, stop, task, *_ = await start_bot(tmp_path, monkeypatch, fake, message_content=True)
+    app, stop, task, *_ = await start_bot(tmp_path, monkeypatch, fake, message_content=True, db_url=db_url)
     try:
         await wait_for_texts(app, 8)
         assert await texts(app) == [f"live message {i} about the river ferry timetable" for i in range(3)] + [
@@ -83,3 +86,17 @@ async def test_backfill_after_a_reconnect(tmp_path, monkeypatch, fake):
             f"missed during the hiccup {i} about the harbour" for i in range(3)]
     finally:
         await stop_bot(app, stop, task)
+
+
+async def test_backfill_starts_after_the_last_stored_snowflake_whatever_else_is_stored(tmp_path, db_url):
+    """Real snowflakes need 64 bits, and imported history stores ids that are none (0 then)."""
+    app = await make_app(tmp_path, db_url)
+    try:
+        await app.services["memory"].ingest_many([
+            MemoryMessage(SCOPE, CHANNEL, message_id, "ann", f"message {n} about the harbour ferry")
+            for n, message_id in enumerate(["10001", "1312345678901234567", "imported-7"])] + [
+            MemoryMessage(SCOPE, "3002", "imported-8", "ann", "an imported message about bread"),
+            MemoryMessage("telegram:5", "5", "99", "ann", "a telegram message about trams")])
+        assert await remembered_channels(app) == [(SCOPE, CHANNEL, 1312345678901234567), (SCOPE, "3002", 0)]
+    finally:
+        await app.close()

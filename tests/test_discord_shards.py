@@ -24,6 +24,7 @@ async def fake():
 
 
 async def start_shard(tmp_path, server, shard: int, heard: list, arrived: asyncio.Event):
+    # SQLite only: the point is how the gateway splits the servers, not storage (suite time).
     app = await make_app(tmp_path, discord={
         "token_env": "DISCORD_TEST_TOKEN", "api_base": server.api_base, "gateway_url": server.gateway_url,
         "message_content": True, "shard_count": 2, "shard_ids": [shard]})

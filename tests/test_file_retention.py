@@ -18,7 +18,7 @@ from tests.chat_helpers import make_app
 from tests.conftest import REPO, bot_command, bot_env
 from tests.fakes.sim_responder import SimResponder
 from tests.fakes.telegram_server import FakeTelegram
-from tests.llm_fixtures import openai_server  # noqa: F401
+from tests.llm_fixtures import openai_server, sqlite_only  # noqa: F401
 from tests.test_telegram import tg  # noqa: F401  (the bot on the Telegram fake, with /testsim)
 
 pytestmark = pytest.mark.timeout(120)
@@ -117,6 +117,7 @@ async def test_a_download_lives_while_its_job_needs_it_and_goes_after(tg):
     assert runs == [{"text": "The river rose overnight.", "requirement": "what happens next?"}]
 
 
+@sqlite_only
 async def test_a_command_refused_for_its_arguments_downloads_nothing(tg):
     app, server, runs, gate = tg
     downloads = app.config.data_dir / "downloads" / "telegram" / "56"

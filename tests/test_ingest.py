@@ -3,7 +3,6 @@ bounded batching queue, and commands that see every earlier message of their cha
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 
 import pytest
 
@@ -22,12 +21,12 @@ pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture
-async def tg(tmp_path, monkeypatch):
+async def tg(tmp_path, monkeypatch, db_url):
     """The bot in this process on a FakeTelegram, with a /count command that reports how many
     messages memory holds for its chat when it runs."""
     monkeypatch.setenv("TG_TEST_TOKEN", TOKEN)
     server = await FakeTelegram(TOKEN).start()
-    app = await make_app(tmp_path, telegram={
+    app = await make_app(tmp_path, db_url, telegram={
         "token_env": "TG_TEST_TOKEN", "base_url": server.base_url, "base_file_url": server.base_file_url,
         "poll_timeout_s": 1, "overall_max_rate": 1000})
 
@@ -81,15 +80,12 @@ async def test_a_redelivered_update_is_stored_once(tg):
     server.push_message(-310, "message 5 on the new bus lanes downtown")
     server.push_message(-310, "/count")
     await server.wait_for("sendMessage", lambda c: text_of(c) == "6 remembered", timeout=60)
-    await wait_until(lambda: not _inbox_rows(app), 30, "every update handled")
+    async with asyncio.timeout(30):  # every update handled
+        while await app.db.fetchval("SELECT count(*) FROM telegram_inbox"):
+            await asyncio.sleep(0.05)
     answers = [text_of(c) for c in server.calls_of("sendMessage") if "remembered" in text_of(c)]
     assert answers == ["5 remembered", "6 remembered"]  # the first /count did not run again
     assert len(await rows(app)) == 6
-
-
-def _inbox_rows(app) -> list:
-    with sqlite3.connect(app.config.db_path) as conn:
-        return conn.execute("SELECT update_id FROM telegram_inbox").fetchall()
 
 
 async def test_updates_are_stored_before_confirmed_and_a_blocked_handler_stops_polling(db):

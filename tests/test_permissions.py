@@ -22,6 +22,7 @@ from bot.app import App
 from tests.chat_helpers import add_hold_job, make_app
 from tests.fakes.discord_server import ADMIN_ROLE, CHANNEL, GUILD, FakeDiscord
 from tests.fakes.telegram_server import FakeTelegram
+from tests.llm_fixtures import sqlite_only
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -149,12 +150,18 @@ async def until(condition, what: str, timeout: float = 60.0) -> None:
         await asyncio.sleep(0.02)
 
 
+# Both platforms on SQLite; what they store is the same, so PostgreSQL runs Discord's, the quicker
+# (suite time), and not the /simulate refusal, which stores nothing.
+both_backends_on_discord = pytest.mark.parametrize("chat, db_url", [
+    ("discord", "sqlite"), ("discord", "postgresql"), ("telegram", "sqlite")], indirect=True)
+
+
 @pytest.fixture(params=["discord", "telegram"])
-async def chat(request, tmp_path, monkeypatch):
+async def chat(request, tmp_path, monkeypatch, db_url):
     if request.param == "discord":
         server = await FakeDiscord().start()
         monkeypatch.setenv("DISCORD_TEST_TOKEN", "fake-token")
-        app = await make_app(tmp_path, discord={
+        app = await make_app(tmp_path, db_url, discord={
             "token_env": "DISCORD_TEST_TOKEN", "api_base": server.api_base, "gateway_url": server.gateway_url,
             "admin_role": "botadmin", "message_content": True})
         release = add_hold_job(app)  # before the adapter turns the commands into slash commands
@@ -162,7 +169,7 @@ async def chat(request, tmp_path, monkeypatch):
     else:
         server = await FakeTelegram("123:TEST").start()
         monkeypatch.setenv("TG_TEST_TOKEN", "123:TEST")
-        app = await make_app(tmp_path, telegram={
+        app = await make_app(tmp_path, db_url, telegram={
             "token_env": "TG_TEST_TOKEN", "base_url": server.base_url, "base_file_url": server.base_file_url,
             "poll_timeout_s": 1, "group_max_rate": 1000})  # this group hears more than Telegram's 20 a minute
         release = add_hold_job(app)
@@ -188,6 +195,7 @@ async def state_of(app: App, job_id: str) -> str:
     return (await app.jobs.get(job_id)).state
 
 
+@both_backends_on_discord
 async def test_members_act_on_their_own_jobs_and_administrators_on_all(chat):
     app, chat = chat
     assert "Holding" in (await chat.say(ALICE, "/hold")).text
@@ -244,6 +252,7 @@ async def test_members_act_on_their_own_jobs_and_administrators_on_all(chat):
     await until(went_ahead, "the confirmed action", 10)
 
 
+@both_backends_on_discord
 async def test_channel_memory_and_digests_are_for_administrators_and_anyone_forgets_themselves(chat):
     app, chat = chat
     for text, label in (("/memory off", "/memory"), ("/digest on 07:00 UTC", "/digest on"),
@@ -279,6 +288,7 @@ async def test_channel_memory_and_digests_are_for_administrators_and_anyone_forg
     assert await remembered() == []
 
 
+@sqlite_only
 async def test_a_member_is_refused_simulate_before_any_file_is_looked_at(chat):
     app, chat = chat
     if isinstance(chat, TelegramChat):  # Discord's client cannot send /simulate without its file

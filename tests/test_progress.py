@@ -33,8 +33,8 @@ class Recorder(Reply):
         return await self._send_one(caption)
 
 
-async def test_throttled_progress_is_shown_once_the_interval_passes(tmp_path):
-    app = await make_app(tmp_path, jobs={"progress_interval_s": 1.5})
+async def test_throttled_progress_is_shown_once_the_interval_passes(tmp_path, db_url):
+    app = await make_app(tmp_path, db_url, jobs={"progress_interval_s": 1.5})
     reply = Recorder()
     app.adapters.add(Outlet("test", lambda scope, channel: reply))
     gate = asyncio.Event()

@@ -231,11 +231,11 @@ async def report_posted(app: App, messages: int) -> None:
 
 
 async def test_a_reply_to_the_report_on_discord_asks_its_agent(tmp_path, tmp_path_factory, monkeypatch,
-                                                              openai_server):  # noqa: F811
+                                                              openai_server, db_url):  # noqa: F811
     openai_server.responder = responder = ReportChatResponder()
     fake = await FakeDiscord().start()
     monkeypatch.setenv("DISCORD_TEST_TOKEN", "fake-token")
-    app = await make_app(tmp_path, openai_server, discord={
+    app = await make_app(tmp_path, openai_server, database={"url": db_url}, discord={
         "token_env": "DISCORD_TEST_TOKEN", "api_base": fake.api_base, "gateway_url": fake.gateway_url,
         "message_content": True})
     await prepare(app, sample_simulation(tmp_path_factory, tmp_path), f"discord:{GUILD}", CHANNEL)
@@ -279,11 +279,11 @@ async def test_a_reply_to_the_report_on_discord_asks_its_agent(tmp_path, tmp_pat
 
 
 async def test_a_reply_to_the_report_on_telegram_asks_its_agent(tmp_path, tmp_path_factory, monkeypatch,
-                                                               openai_server):  # noqa: F811
+                                                               openai_server, db_url):  # noqa: F811
     openai_server.responder = ReportChatResponder()
     monkeypatch.setenv("TG_TEST_TOKEN", "123:TEST")
     server = await telegram_server.FakeTelegram("123:TEST").start()
-    app = await make_app(tmp_path, openai_server, telegram={
+    app = await make_app(tmp_path, openai_server, database={"url": db_url}, telegram={
         "token_env": "TG_TEST_TOKEN", "base_url": server.base_url, "base_file_url": server.base_file_url,
         "poll_timeout_s": 1})
     chat = -100

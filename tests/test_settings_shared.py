@@ -10,8 +10,8 @@ from tests.chat_helpers import make_app
 
 async def test_a_setting_changed_by_another_process_is_seen(tmp_path, db_url, monkeypatch):
     monkeypatch.setattr(bot.app, "SETTINGS_RECHECK_S", 0.0)  # check the database on every read
-    here = await make_app(tmp_path, database={"url": db_url})
-    there = await make_app(tmp_path, database={"url": db_url})  # its own connections, as a second process has
+    here = await make_app(tmp_path, db_url)
+    there = await make_app(tmp_path, db_url)  # its own connections, as a second process has
     try:
         assert await here.get_setting("console:t", "c", MEMORY_SETTING, "on") == "on"  # now cached here
         await there.set_setting("console:t", "c", MEMORY_SETTING, "off")

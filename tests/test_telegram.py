@@ -9,16 +9,19 @@ from bot.adapters import telegram_adapter
 from bot.adapters.base import serve
 from tests.chat_helpers import add_test_simulation, make_app
 from tests.fakes.telegram_server import FakeTelegram
+from tests.llm_fixtures import sqlite_only
 
 TOKEN = "123:TEST"
 pytestmark = pytest.mark.timeout(60)
 
 
+# On both backends (db_url); tests of presentation, of refusals that store nothing, or of what
+# test_permissions covers on both (the memory setting) are sqlite_only (suite time).
 @pytest.fixture
-async def tg(tmp_path, monkeypatch):
+async def tg(tmp_path, monkeypatch, db_url):
     monkeypatch.setenv("TG_TEST_TOKEN", TOKEN)
     server = await FakeTelegram(TOKEN).start()
-    app = await make_app(tmp_path, telegram={
+    app = await make_app(tmp_path, db_url, telegram={
         "token_env": "TG_TEST_TOKEN", "base_url": server.base_url, "base_file_url": server.base_file_url,
         "poll_timeout_s": 1})
     gate = asyncio.Event()
@@ -61,6 +64,7 @@ async def test_document_with_caption_runs_a_job_with_progress_edits_and_a_report
     assert job.state == "done" and job.channel == "55"
 
 
+@sqlite_only
 async def test_command_replying_to_a_document(tg):
     app, server, runs, gate = tg
     gate.set()
@@ -71,6 +75,7 @@ async def test_command_replying_to_a_document(tg):
     assert runs[0]["text"] == "A new tax on bread."
 
 
+@sqlite_only
 async def test_files_over_the_download_limit_are_refused_clearly(tg):
     app, server, runs, gate = tg
     server.push_message(57, "/testsim predict", document={
@@ -92,6 +97,7 @@ async def test_admin_commands_in_groups_need_a_chat_admin(tg):
     assert await app.get_setting("telegram:-100", "-100", "memory") == "off"
 
 
+@sqlite_only
 async def test_a_slow_handler_does_not_block_other_chats_and_text_is_escaped(tg):
     app, server, runs, gate = tg
     release = asyncio.Event()
@@ -110,6 +116,7 @@ async def test_a_slow_handler_does_not_block_other_chats_and_text_is_escaped(tg)
     await server.wait_for("sendMessage", lambda c: "slow done" in text_of(c))
 
 
+@sqlite_only
 async def test_ask_shows_the_typing_indicator_before_the_answer(tg):
     app, server, runs, gate = tg
     server.push_message(55, "/ask where does the ferry leave from?")
@@ -119,6 +126,7 @@ async def test_ask_shows_the_typing_indicator_before_the_answer(tg):
     assert server.calls.index(typing) < next(i for i, c in enumerate(server.calls) if c.method == "sendMessage")
 
 
+@sqlite_only
 async def test_start_greets_and_lists_commands(tg):
     app, server, runs, gate = tg
     server.push_message(62, "/start")
@@ -142,6 +150,7 @@ async def test_forum_topics_are_their_own_channels(tg):
     assert int(digest.params["message_thread_id"]) == 77
 
 
+@sqlite_only
 async def test_plain_messages_are_ingested_unless_memory_is_off_for_the_chat(tg):
     app, server, runs, gate = tg
     seen = []
@@ -161,6 +170,7 @@ async def test_plain_messages_are_ingested_unless_memory_is_off_for_the_chat(tg)
     assert seen == [("telegram:71", "remember me")]
 
 
+@sqlite_only
 async def test_a_document_command_without_a_document_explains_how_to_attach(tg):
     app, server, runs, gate = tg
     server.push_message(72, "/testsim what next?")
@@ -169,6 +179,7 @@ async def test_a_document_command_without_a_document_explains_how_to_attach(tg):
     assert await app.jobs.list() == []
 
 
+@sqlite_only
 async def test_other_bots_commands_in_groups_are_ignored(tg):
     app, server, runs, gate = tg
     server.push_message(-300, "/weather Berlin")
@@ -181,6 +192,7 @@ async def test_other_bots_commands_in_groups_are_ignored(tg):
     assert len(group) == 1 and "Commands" in text_of(group[0])
 
 
+@sqlite_only
 async def test_a_failed_download_is_reported(tg):
     app, server, runs, gate = tg
     server.push_message(73, "/testsim predict", document={"file_id": "gone", "file_name": "old.txt", "file_size": 9})
@@ -188,6 +200,7 @@ async def test_a_failed_download_is_reported(tg):
     assert "invalid file_id" in text_of(failure).lower() and await app.jobs.list() == []
 
 
+@sqlite_only
 async def test_group_admins_are_recognised_for_commands_that_check_one_action(tg):
     app, server, runs, gate = tg
     server.admins.add((-400, 9))
@@ -197,6 +210,7 @@ async def test_group_admins_are_recognised_for_commands_that_check_one_action(tg
     await server.wait_for("sendMessage", lambda c: "/forget confirm" in text_of(c) and "deletes" in text_of(c))
 
 
+@sqlite_only
 async def test_an_animated_gif_is_sent_as_an_animation_and_a_png_as_a_photo(tg, tmp_path):
     from PIL import Image
 

@@ -23,8 +23,8 @@ async def until(condition, timeout: float = 15.0) -> None:
             await asyncio.sleep(0.05)
 
 
-async def start(tmp_path, server, name: str, heard: list, arrived: asyncio.Event):
-    app = await make_app(tmp_path, jobs={"progress_interval_s": 0, "lease_s": 1.5}, telegram={
+async def start(tmp_path, db_url, server, name: str, heard: list, arrived: asyncio.Event):
+    app = await make_app(tmp_path, db_url, jobs={"progress_interval_s": 0, "lease_s": 1.5}, telegram={
         "token_env": "TG_TEST_TOKEN", "base_url": server.base_url, "base_file_url": server.base_file_url,
         "poll_timeout_s": 1})
 
@@ -45,19 +45,19 @@ async def shut(app, stop, task) -> None:
     await app.close()
 
 
-async def test_one_process_polls_the_other_stands_by_and_takes_over(tmp_path, monkeypatch, caplog):
+async def test_one_process_polls_the_other_stands_by_and_takes_over(tmp_path, db_url, monkeypatch, caplog):
     monkeypatch.setenv("TG_TEST_TOKEN", TOKEN)
     caplog.set_level(logging.WARNING, logger="bot.adapters.telegram_adapter")
     server = await FakeTelegram(TOKEN).start()
     heard: list[tuple[str, str]] = []
     arrived = asyncio.Event()
-    first = await start(tmp_path, server, "first", heard, arrived)
+    first = await start(tmp_path, db_url, server, "first", heard, arrived)
     app = first[0]
 
     async def first_polls() -> bool:
         return await app.db.fetchval("SELECT owner FROM claims") == app.owner.id
     await until(first_polls)
-    second = await start(tmp_path, server, "second", heard, arrived)  # same database: tmp_path/data
+    second = await start(tmp_path, db_url, server, "second", heard, arrived)  # the same database
     try:
         async def second_stands_by() -> bool:
             return any("already polled by another bot process" in r.getMessage() for r in caplog.records)

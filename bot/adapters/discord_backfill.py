@@ -22,12 +22,19 @@ from bot.app import MEMORY_SETTING, App
 
 log = logging.getLogger(__name__)
 
+# A stored id as a Discord snowflake (64-bit), or 0 where it is none (an imported message's id, say):
+# only digit strings that fit are cast, for PostgreSQL refuses to cast anything else where SQLite
+# reads 0, and its INTEGER is 32-bit where snowflakes need BIGINT.
+SNOWFLAKE = ("CASE WHEN ltrim(m.message_id, '0123456789') = '' AND (length(m.message_id) < 19 OR"
+             " (length(m.message_id) = 19 AND m.message_id <= '9223372036854775807'))"
+             " THEN CAST(m.message_id AS BIGINT) ELSE 0 END")
+
 
 async def remembered_channels(app: App) -> list[tuple[str, str, int]]:
     """(scope, channel, last stored message id) of every Discord channel memory holds messages
-    of, except those switched off."""
+    of, except those switched off; 0 for a channel none of whose stored ids is a snowflake."""
     rows = await app.db.fetchall(
-        "SELECT m.scope, m.channel, max(CAST(m.message_id AS INTEGER)) AS last FROM memory_messages m "
+        f"SELECT m.scope, m.channel, max({SNOWFLAKE}) AS last FROM memory_messages m "
         "WHERE m.scope LIKE 'discord:%' AND m.message_id <> '' AND NOT EXISTS ("
         " SELECT 1 FROM channel_settings s WHERE s.scope=m.scope AND s.channel=m.channel AND s.key=? "
         " AND s.value='off') GROUP BY m.scope, m.channel ORDER BY m.scope, m.channel", (MEMORY_SETTING,))
