@@ -112,6 +112,16 @@ async def vectors(url: str) -> dict:
         await db.close()
 
 
+async def analysed(url: str, table: str) -> bool:
+    """Has ANALYZE been run on ``table`` by hand (autovacuum's own runs are counted apart)?"""
+    db = await open_database(url, upgrade=False)
+    try:
+        return await db.fetchval("SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname=?",
+                                 (table,))
+    finally:
+        await db.close()
+
+
 def recalled(answer: str) -> list[str]:
     return sorted(line for line in answer.splitlines() if "pandas" in line or "csv" in line)
 
@@ -132,6 +142,7 @@ async def test_migrate_to_moves_a_used_database_and_the_bot_recalls_there(tmp_pa
     assert f'url = "{url.replace(":@", "@")}"' in out.stdout and "row counts verified" in out.stdout
     assert await counts(url) == want == await counts(sqlite_url)   # the source is unchanged
     assert await vectors(url) == await vectors(sqlite_url)
+    assert await analysed(url, "memory_messages")   # the planner has statistics from the first query
 
     app = await App.create(app_config(tmp_path, url), features=FEATURES)
     await app.start()

@@ -7,7 +7,8 @@ everything or nothing, so a failed copy can simply be run again. Values are conv
 the target column takes (asyncpg is strict about types; vectors stay float32 bytes, which the
 backend's codec writes as pgvector values). SQLite's implicit rowid fills the tables' explicit
 ``rowid`` columns, identity sequences are moved past the copied keys, and every table's row count
-is compared before the commit.
+is compared before the commit. Then the target is analysed: without statistics the planner
+guesses at tables it has just seen filled, until autovacuum gets to them.
 
 Refused with one line (``CopyRefused``), nothing written: a target holding rows or tables that
 are not the bot's, or a schema version other than the source's, and a source without a schema.
@@ -239,4 +240,6 @@ async def copy_database(source: Database, target: Database, batch: int = BATCH_R
         for plan in plans:
             await _copy_table(src, dst, plan, batch, progress)
         await _advance_sequences(dst, plans)
-        return await _verify(src, dst, plans)
+        counts = await _verify(src, dst, plans)
+    await target.execute("ANALYZE")
+    return counts
