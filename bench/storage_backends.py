@@ -73,6 +73,16 @@ async def postgres_url(folder: str) -> tuple[object, str]:
     return server, server.get_uri().replace("/postgres?", "/bench?")
 
 
+async def recall_percentiles(engine: MemoryEngine, questions: list[str]) -> tuple[float, float]:
+    """p50 and p95 ms of ``engine.recall`` at k=5 over ``questions``, one at a time."""
+    times = []
+    for q in questions:
+        started = time.perf_counter()
+        await engine.recall(SCOPE, q, 5)
+        times.append(_ms(started))
+    return _p(times, 50), _p(times, 95)
+
+
 async def settle_storage(db, url: str) -> None:
     """Statistics for the planner, and on PostgreSQL the visibility map and hint bits a bulk
     insert leaves unset (VACUUM cannot run inside the transaction every Database call opens)."""
@@ -120,12 +130,7 @@ async def measure(url: str, config, embedder: Embedder, base: Embedder, msgs: li
             await engine.recall(SCOPE, questions[0], 5)
             out["first_recall"] = _ms(started)
             await engine.messages.settle()   # steady state: vectors loaded, any hnswlib graph built
-            times = []
-            for q in questions:
-                started = time.perf_counter()
-                await engine.recall(SCOPE, q, 5)
-                times.append(_ms(started))
-            out["recall_p50"], out["recall_p95"] = _p(times, 50), _p(times, 95)
+            out["recall_p50"], out["recall_p95"] = await recall_percentiles(engine, questions)
         finally:
             await engine.close()
 
@@ -135,12 +140,7 @@ async def measure(url: str, config, embedder: Embedder, base: Embedder, msgs: li
         try:
             await engine.recall(SCOPE, questions[0], 5)
             await engine.messages.settle()
-            times = []
-            for q in questions:
-                started = time.perf_counter()
-                await engine.recall(SCOPE, q, 5)
-                times.append(_ms(started))
-            out["settled_p50"], out["settled_p95"] = _p(times, 50), _p(times, 95)
+            out["settled_p50"], out["settled_p95"] = await recall_percentiles(engine, questions)
         finally:
             await engine.close()
 
