@@ -16,6 +16,7 @@ import resource
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
 async def main(folder: Path, base_url: str, rounds: int, concurrency: int) -> dict:
@@ -25,8 +26,8 @@ async def main(folder: Path, base_url: str, rounds: int, concurrency: int) -> di
     from camel.types import ModelPlatformType
     from oasis import ActionType, LLMAction, ManualAction
 
-    from engine.sim.envmodels import SimulationConfig
-    from engine.sim.run.oasis_setup import make_token_counter
+    from engine.sim.environment.models import SimulationConfig
+    from engine.sim.run.child.oasis_setup import make_token_counter
 
     cfg = SimulationConfig.model_validate_json((folder / "simulation_config.json").read_text())
     model = ModelFactory.create(ModelPlatformType.OPENAI_COMPATIBLE_MODEL, "fake-model",
@@ -49,20 +50,25 @@ async def main(folder: Path, base_url: str, rounds: int, concurrency: int) -> di
         await envs[name].reset()
     t_ready = time.perf_counter()
 
-    async def run(env) -> None:
-        posts = {}
+    round_s: dict[str, list[float]] = {name: [] for name in envs}
+
+    async def run(name: str, env) -> None:
+        posts: dict[str, Any] = {}
         for p in cfg.events.initial_posts:
             posts.setdefault(env.agent_graph.get_agent(p.agent_id), []).append(
                 ManualAction(ActionType.CREATE_POST, {"content": p.content}))
         await env.step(posts)
         for _ in range(rounds):
+            t = time.perf_counter()
             await env.step({agent: LLMAction() for _, agent in env.agent_graph.get_agents()})
+            round_s[name].append(time.perf_counter() - t)
 
-    await asyncio.gather(*(run(env) for env in envs.values()))
+    await asyncio.gather(*(run(name, env) for name, env in envs.items()))
     t_done = time.perf_counter()
     for env in envs.values():
         await env.close()
     return {"setup_s": t_ready - t0, "rounds_s": t_done - t_ready, "total_s": t_done - t0,
+            "round_s": round_s,
             "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 

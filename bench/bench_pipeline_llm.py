@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from engine.config import Config  # noqa: E402
 from engine.db import open_database  # noqa: E402
 from engine.embedder import Embedder  # noqa: E402
-from engine.llm import LLMClient  # noqa: E402
+from engine.services import build_services  # noqa: E402
 from engine.sim import pipeline, records  # noqa: E402
 from engine.sim.context import SimContext  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI  # noqa: E402
@@ -47,8 +47,9 @@ def invented(word: str, copy: int) -> str:
 def scaled_text(k: int) -> str:
     """k copies of the sample; each copy's capitalised words become other, unrelated names."""
     base = SAMPLE.read_text(encoding="utf-8")
-    return "\n\n".join(re.sub(r"\b([A-Z][a-z]{3,})\b", lambda m, i=i: invented(m.group(1), i), base)
-                       for i in range(k))
+    def renamed(i: int) -> str:
+        return re.sub(r"\b([A-Z][a-z]{3,})\b", lambda m: invented(m.group(1), i), base)
+    return "\n\n".join(renamed(i) for i in range(k))
 
 
 async def run_once(server: FakeOpenAI, embedder, workdir: Path, size: int, agents: int) -> dict:
@@ -60,8 +61,10 @@ async def run_once(server: FakeOpenAI, embedder, workdir: Path, size: int, agent
     })
     doc = workdir / f"doc_{size}.md"
     doc.write_text(scaled_text(size), encoding="utf-8")
-    db = await open_database(workdir / f"bench_{size}_{agents}.sqlite3")
-    llm = LLMClient(config.llm, db)
+    services = build_services(config, await open_database(workdir / f"bench_{size}_{agents}.sqlite3"), sims=False,
+                              embedder=embedder)
+    db, llm = services.db, services.llm
+    assert llm is not None  # configured above
     try:
         sim_id, spec = await records.create(db, config, [doc], "How will opinion on the strike evolve?",
                                             "bench:local", agents=agents, rounds=24)
@@ -80,8 +83,7 @@ async def run_once(server: FakeOpenAI, embedder, workdir: Path, size: int, agent
         return {"size": size, "chars": len(doc.read_text()), "agents": agents, "results": results,
                 "steps": {n: (done[n]["llm_calls"], done[n]["tokens"], times[n]) for n in done}}
     finally:
-        await llm.close()
-        await db.close()
+        await services.close()
 
 
 def row(r: dict) -> str:

@@ -5,8 +5,16 @@
 Both variants run both platforms in one process against one fake OpenAI-compatible server
 (tests/fakes/openai_server.py, answering with valid tool calls). Ours is the whole step: the
 run service in this process (database, progress, checkpoints) and the child it starts. Prints
-per variant: wall time of the rounds, wall time from process start, LLM requests per active
-agent-step and the child's peak RSS; then the ratios (ours / bare, medians over the reps).
+per variant: wall time of the rounds, set-up time (process start to the first round), the time of
+a round (mean over both platforms, which run concurrently: first, last and mean round), LLM requests
+per active agent-step (counted by the fake as it answers: it keeps no request bodies, which at 1,000
+agents would hold gigabytes) and the simulating process's peak RSS; then the ratios (ours / bare,
+medians over the reps).
+
+``--together`` runs the two variants of a rep at the same time rather than one after the other: on
+a shared machine under heavy load both then see the same load, and together they get twice the
+share of the CPUs (the request counts are told apart by model name; dropped requests are counted
+for both at once).
 """
 from __future__ import annotations
 
@@ -17,69 +25,108 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+BARE_MODEL, OUR_MODEL = "fake-model", "fake-model-ours"   # bare_oasis.py asks for BARE_MODEL
 sys.path.insert(0, str(ROOT))
 
 from engine.db import open_database  # noqa: E402
-from engine.sim.run.protocol import ACTIONS_LOG  # noqa: E402
-from engine.sim.run.service import LLMTarget, RunSettings, SimRuns  # noqa: E402
 from engine.sim.run.executor import LocalExecutor  # noqa: E402
+from engine.sim.run.output import ACTIONS_LOG  # noqa: E402
+from engine.sim.run.service import LLMTarget, RunSettings, SimRuns  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, SocialResponder  # noqa: E402
-from tests.sim_fixture import make_sim_folder  # noqa: E402
+from tests.helpers.sim import make_sim_folder  # noqa: E402
 
 
-def tool_requests(server: FakeOpenAI, since: int) -> int:
-    return sum(1 for r in server.requests[since:] if r.get("tools"))
+class CountByModel:
+    """Counts the agent requests (those offering tools) per model name, for whatever ``inner`` answers."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.counts: Counter = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, body: dict):
+        if body.get("tools"):
+            with self._lock:
+                self.counts[body.get("model")] += 1
+        return self.inner(body)
+
+
+def counted(server: FakeOpenAI) -> Counter:
+    """The agent requests the fake has answered so far, per model."""
+    assert isinstance(server.responder, CountByModel)
+    return server.responder.counts
+
+
+def per_round(round_s: dict[str, list[float]]) -> list[float]:
+    """Each round's time, the mean over the platforms (they run concurrently)."""
+    lists = list(round_s.values())
+    return [statistics.mean(times) for times in zip(*lists)]
 
 
 def bare(folder: Path, server: FakeOpenAI, rounds: int, agents: int, concurrency: int) -> dict:
-    before = len(server.requests)
+    before = counted(server)[BARE_MODEL]
     t0 = time.perf_counter()
     out = subprocess.run([sys.executable, str(ROOT / "bench" / "bare_oasis.py"), str(folder), server.base_url,
                           str(rounds), str(concurrency)], cwd=ROOT, capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+                         # its own session, as the run's child has: with the kernel's autogroup
+                         # scheduling each session gets its own share of a loaded machine
+                         start_new_session=True)
     wall = time.perf_counter() - t0
     result = json.loads(out.stdout.strip().splitlines()[-1])
     steps = agents * rounds * 2
-    return {"rounds_s": result["rounds_s"], "wall_s": wall, "req_per_step": tool_requests(server, before) / steps,
-            "peak_mib": result["peak_rss_mib"]}
+    return {"rounds_s": result["rounds_s"], "wall_s": wall, "setup_s": result["setup_s"],
+            "round_s": per_round(result["round_s"]),
+            "req_per_step": (counted(server)[BARE_MODEL] - before) / steps, "peak_mib": result["peak_rss_mib"]}
 
 
 async def ours(folder: Path, server: FakeOpenAI, db_path: Path, concurrency: int) -> dict:
     db = await open_database(db_path)
-    runs = SimRuns(db, LocalExecutor(), LLMTarget(server.base_url, "fake-model"),
+    runs = SimRuns(db, LocalExecutor(), LLMTarget(server.base_url, OUR_MODEL),
                    RunSettings(idle_s=30.0, progress_interval_s=2.0, llm_concurrency=concurrency))
-    before = len(server.requests)
+    before = counted(server)[OUR_MODEL]
 
     async def progress(fraction, message, **data) -> None:
         pass
 
-    t0 = time.perf_counter()
+    t0, started = time.perf_counter(), time.time()
     await runs.run(folder.name, folder, progress)
     wall = time.perf_counter() - t0
     handle = await runs.executor.attach(folder.name)
+    assert handle is not None  # idling after its last round
     status = Path(f"/proc/{handle.pid}/status").read_text()
     peak = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))) / 1024
-    requests = tool_requests(server, before)
+    requests = counted(server)[OUR_MODEL] - before
     await runs.release(folder.name)
     await runs.close()
     await db.close()
-    rounds_s, steps = 0.0, 0
+    rounds_s, steps, first, round_s = 0.0, 0, [], {}
     for platform in ("twitter", "reddit"):
         events = [json.loads(x) for x in (folder / platform / ACTIONS_LOG).read_text().splitlines()]
         start = next(e["ts"] for e in events if e["type"] == "round_start")
         end = next(e["ts"] for e in events if e["type"] == "simulation_end")
         rounds_s = max(rounds_s, end - start)
+        first.append(start)
+        starts = {e["round"]: e["ts"] for e in events if e["type"] == "round_start"}
+        round_s[platform] = [e["ts"] - starts[e["round"]] for e in events if e["type"] == "round_end"]
         steps += sum(e["llm_steps"] for e in events if e["type"] == "round_end")
-    return {"rounds_s": rounds_s, "wall_s": wall, "req_per_step": requests / steps, "peak_mib": peak}
+    return {"rounds_s": rounds_s, "wall_s": wall, "setup_s": min(first) - started, "round_s": per_round(round_s),
+            "req_per_step": requests / steps, "peak_mib": peak}
 
 
 def show(name: str, r: dict) -> None:
-    print(f"  {name:5} rounds {r['rounds_s']:6.2f} s  wall {r['wall_s']:6.2f} s  "
-          f"requests/agent-step {r['req_per_step']:.2f}  peak RSS {r['peak_mib']:.0f} MiB")
+    rs = r["round_s"]
+    print(f"  {name:5} rounds {r['rounds_s']:7.2f} s  wall {r['wall_s']:7.2f} s  set-up {r['setup_s']:6.2f} s  "
+          f"a round: first {rs[0]:6.2f} s last {rs[-1]:6.2f} s mean {statistics.mean(rs):6.2f} s  "
+          f"requests/agent-step {r['req_per_step']:.2f}  dropped mid-request {r['dropped']:.0f}  "
+          f"peak RSS {r['peak_mib']:.0f} MiB", flush=True)
 
 
 async def main() -> None:
@@ -90,28 +137,48 @@ async def main() -> None:
     ap.add_argument("--delay", type=float, default=0.0, help="seconds the fake LLM takes per answer")
     ap.add_argument("--concurrency", type=int, default=128, help="agent requests in flight per platform "
                     "(both variants; 128 is oasis's default)")
+    ap.add_argument("--together", action="store_true", help="run the two variants of a rep at the same time")
     args = ap.parse_args()
     results: dict[str, list[dict]] = {"bare": [], "ours": []}
-    with FakeOpenAI(SocialResponder(delay=args.delay)) as server, tempfile.TemporaryDirectory() as tmp:
+    with (FakeOpenAI(CountByModel(SocialResponder(delay=args.delay)), keep_requests=False) as server,
+          tempfile.TemporaryDirectory() as tmp):
         print(f"{args.agents} agents x {args.rounds} rounds x 2 platforms, fake LLM delay {args.delay} s, "
               f"{args.concurrency} requests in flight per platform")
         for rep in range(args.reps):
-            for variant in ("bare", "ours"):  # alternate, so drift on a shared machine hits both
-                folder = Path(tmp) / f"{variant}{rep}"
+            folders = {}
+            for variant in ("bare", "ours"):
+                folders[variant] = folder = Path(tmp) / f"{variant}{rep}"
                 make_sim_folder(folder, agents=args.agents, rounds=args.rounds, sim_id=folder.name,
                                 everyone_everywhere=True)
-                if variant == "bare":
-                    r = bare(folder, server, args.rounds, args.agents, args.concurrency)
-                else:
-                    r = await ours(folder, server, Path(tmp) / f"bot{rep}.sqlite3", args.concurrency)
+
+            def run_bare(folder: Path = folders["bare"]) -> dict:
+                return bare(folder, server, args.rounds, args.agents, args.concurrency)
+
+            def run_ours(folder: Path = folders["ours"], db: Path = Path(tmp) / f"bot{rep}.sqlite3"):
+                return ours(folder, server, db, args.concurrency)
+
+            dropped = server.dropped
+            if args.together:
+                pair = await asyncio.gather(asyncio.to_thread(run_bare), run_ours())
+                for variant, r in zip(("bare", "ours"), pair):
+                    r["dropped"] = server.dropped - dropped   # both variants' at once
+                    results[variant].append(r)
+                    show(variant, r)
+                continue
+            for variant in ("bare", "ours"):  # alternate, so drift on a shared machine hits both
+                dropped = server.dropped
+                r = run_bare() if variant == "bare" else await run_ours()
+                r["dropped"] = server.dropped - dropped
                 results[variant].append(r)
                 show(variant, r)
-    med = {v: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for v, rs in results.items()}
+    med: dict[str, dict[str, Any]] = {v: {k: statistics.median(r[k] for r in rs) if k != "round_s" else
+               [statistics.median(x) for x in zip(*(r[k] for r in rs))] for k in rs[0]} for v, rs in results.items()}
     print("medians:")
     for v in ("bare", "ours"):
         show(v, med[v])
     print(f"ratio ours/bare: rounds {med['ours']['rounds_s'] / med['bare']['rounds_s']:.3f}  "
           f"wall {med['ours']['wall_s'] / med['bare']['wall_s']:.3f}  "
+          f"a round (mean) {statistics.mean(med['ours']['round_s']) / statistics.mean(med['bare']['round_s']):.3f}  "
           f"peak RSS {med['ours']['peak_mib'] / med['bare']['peak_mib']:.3f}  (target wall <= 1.10)")
     print(f"LLM requests per active agent-step: ours {med['ours']['req_per_step']:.2f}, "
           f"bare {med['bare']['req_per_step']:.2f} (target 1)")

@@ -2,7 +2,13 @@
 
 Data: half of the conversations of each topic of the labelled chat corpus (bench.corpus; the
 other half is held out for bench.routing), replayed as one channel that changes topic every
-few conversations, embedded by the engine's embedder.
+few conversations (two speakers taking turns in each: bench.corpus.speaker), embedded by the
+engine's embedder as the engine embeds a message ("Speaker: text"). With several ``--language``s
+(chatterbot-corpus in those languages), each language is its own channel and its topics are its
+own, and the scores of all of them are pooled: one threshold for a multilingual model. With
+``[memory] routing_centre`` (e5), every score is taken as routing takes it (router.centred): with
+the mean direction of the language's messages (the scope's centre, once it has settled) projected
+out of both vectors.
 
 Base threshold (message -> world). For every contentful message (short ones follow the
 channel's world and are left out), the routing vector is built exactly as the engine builds it
@@ -17,7 +23,7 @@ halves of different topics a "different topics" score. A wrong merge mixes two t
 while a missed one costs one extra world, so the merge threshold is the 99th percentile of the
 different-topics scores (1% of unrelated pairs would merge).
 
-    python -m bench.calibrate [--config config.toml] [--corpus chatterbot|bbc] [--seed 0]
+    python -m bench.calibrate [--config config.toml] [--corpus chatterbot|bbc] [--language english ...] [--seed 0]
 """
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ import math
 
 import numpy as np
 
-from bench.corpus import CORPORA, chat_stream, load_corpus, split_halves
+from bench.corpus import CORPORA, LANGUAGES, chat_stream, load_corpus, split_halves
 from engine.config import MemorySection, load_config
 from engine.embedder import Embedder
 from engine.memory import router
@@ -67,14 +73,17 @@ def message_scores(query: np.ndarray, raw: np.ndarray, topics: np.ndarray) -> tu
     """Related and unrelated scores, and the share of messages nearest to their own topic's
     centroid: what a classifier that knew the topics would get right, a ceiling for purity."""
     sums = {t: raw[topics == t].sum(0) for t in np.unique(topics)}
+    counts = {t: int((topics == t).sum()) for t in sums}
     related, unrelated, right = [], [], 0
     for q, v, t in zip(query, raw, topics):
+        if counts[t] < 2:   # leave-one-out needs another message of its topic
+            continue
         own = float(q @ unit(sums[t] - v))
         related.append(own)
         others = [float(q @ unit(s)) for u, s in sums.items() if u != t]
         unrelated += others
         right += own > max(others)
-    return np.asarray(related), np.asarray(unrelated), right / len(query)
+    return np.asarray(related), np.asarray(unrelated), right / max(len(related), 1)
 
 
 def merge_scores(raw: np.ndarray, topics: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -102,20 +111,32 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--config", help="configuration file (default: ./config.toml)")
     parser.add_argument("--corpus", choices=CORPORA, default="chatterbot")
+    parser.add_argument("--language", nargs="+", choices=LANGUAGES, default=["english"],
+                        help="chatterbot-corpus languages, pooled (default: english)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     config = load_config(args.config)
     cfg = config.memory
-
-    calib, _ = split_halves(load_corpus(args.corpus, args.seed), args.seed)
-    lines = chat_stream(calib, seed=args.seed)
-    texts = [line.text for line in lines]
-    topics = np.array([line.topic for line in lines])
     embedder = Embedder.from_config(config.embedder)
-    raw = embedder.encode(texts)
-    query, short = routing_vectors(cfg, texts, raw)
-    print(f"model {config.embedder.model} (dim {raw.shape[1]}); {args.corpus}, {len(set(topics))} topics, "
-          f"calibration half: {len(calib)} conversations, {len(texts)} messages, {int(short.sum())} short")
+
+    parts, conversations = [], 0
+    for language in args.language:
+        calib, _ = split_halves(load_corpus(args.corpus, args.seed, language), args.seed)
+        lines = chat_stream(calib, seed=args.seed)
+        texts = [line.text for line in lines]
+        raw_l = embedder.encode([embedder.turn(line.speaker, line.text) for line in lines])
+        query_l, short_l = routing_vectors(cfg, texts, raw_l)   # one channel per language
+        if cfg.routing_centre:   # project the language's mean direction out (linear: sums stay sums)
+            u = unit(raw_l.mean(axis=0))
+            raw_l, query_l = (x - np.outer(x @ u, u) for x in (raw_l, query_l))
+            query_l = query_l / np.linalg.norm(query_l, axis=1, keepdims=True)
+        parts.append((raw_l, query_l, short_l, [f"{language}:{line.topic}" for line in lines]))
+        conversations += len(calib)
+    raw, query, short = (np.concatenate([p[i] for p in parts]) for i in range(3))
+    topics = np.array([t for p in parts for t in p[3]])
+    print(f"model {config.embedder.model} (dim {raw.shape[1]}); {args.corpus} {'+'.join(args.language)}, "
+          f"{len(set(topics))} topics, calibration half: {conversations} conversations, {len(topics)} messages, "
+          f"{int(short.sum())} short")
     print(f"routing vector: context_messages={cfg.context_messages}, context_weight={cfg.context_weight}")
 
     keep = ~short

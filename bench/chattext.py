@@ -23,10 +23,17 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Callable
 
 from engine.memory import textutil
-from engine.memory.chattext import searchable_text
+from engine.memory.chattext import fit, searchable_text
 from engine.memory.textutil import content_words, fts_query
+
+
+def query_now(text: str) -> str | None:
+    """textutil.fts_query written as a plain FTS5 expression (any of its tokens and phrases)."""
+    query = fts_query(text)
+    return " OR ".join('"' + " ".join(a) + '"' for a in query.alternatives) if query else None
 
 
 def query_before(text: str, limit: int = 12) -> str | None:
@@ -38,7 +45,7 @@ def query_before(text: str, limit: int = 12) -> str | None:
 def query_without_verbs(text: str) -> str | None:
     saved, textutil.VERB_FORMS = textutil.VERB_FORMS, {}
     try:
-        return fts_query(text)
+        return query_now(text)
     finally:
         textutil.VERB_FORMS = saved
 
@@ -50,7 +57,8 @@ class Variant:
     speaker: bool = True          # the speaker's name in a column of its own
     fitted: bool = True           # captions and resolved dates in the text column
     weights: tuple[float, float] | None = None   # bm25 (speaker, text); None: equal
-    query: object = fts_query
+    query: Callable[..., str | None] = query_now
+    tokens: bool = False          # the tokens the engine writes (chattext.fit), split at spaces
 
 
 VARIANTS = [
@@ -62,6 +70,7 @@ VARIANTS = [
     Variant("shipped, speaker weight 0.25", weights=(0.25, 1.0)),
     Variant("shipped, speaker weight 2", weights=(2.0, 1.0)),
     Variant("shipped, without verb forms", query=query_without_verbs),
+    Variant("tokens written by the engine (language, stems; migration 0026)", "ascii", tokens=True),
 ]
 
 
@@ -69,15 +78,16 @@ def session_time(text: str) -> datetime:
     return datetime.strptime(text.replace(",", ""), "%I:%M %p on %d %B %Y")
 
 
-def turns(conv: dict) -> list[tuple[str, str, str, str]]:
-    """(turn id, speaker, text, fitted text) of a conversation, in order."""
+def turns(conv: dict) -> list[tuple[str, str, str, str, str]]:
+    """(turn id, speaker, text, fitted text, search tokens) of a conversation, in order."""
     out = []
     for key in conv:
         if re.fullmatch(r"session_\d+", key):
             ts = session_time(conv[key + "_date_time"])
             for t in conv[key]:
                 captions = (t["blip_caption"],) if t.get("blip_caption") else ()
-                out.append((t["dia_id"], t["speaker"], t["text"], searchable_text(t["text"], ts, captions)))
+                out.append((t["dia_id"], t["speaker"], t["text"], searchable_text(t["text"], ts, captions),
+                            fit(t["speaker"], t["text"], ts, captions).terms))
     return out
 
 
@@ -85,7 +95,8 @@ def recall_at(variant: Variant, rows, questions, ks: list[int]) -> dict[int, lis
     con = sqlite3.connect(":memory:")
     con.execute(f"CREATE VIRTUAL TABLE f USING fts5(author, body, tokenize='{variant.tokenizer}')")
     con.executemany("INSERT INTO f(rowid, author, body) VALUES (?,?,?)",
-                    [(i, r[1] if variant.speaker else "", r[3] if variant.fitted else r[2])
+                    [(i, "", r[4]) if variant.tokens
+                     else (i, r[1] if variant.speaker else "", r[3] if variant.fitted else r[2])
                      for i, r in enumerate(rows)])
     rank = f"bm25(f, {variant.weights[0]}, {variant.weights[1]})" if variant.weights else "bm25(f)"
     out: dict[int, list[float]] = {k: [] for k in ks}
@@ -102,7 +113,7 @@ def recall_at(variant: Variant, rows, questions, ks: list[int]) -> dict[int, lis
 def fit_cost(rows) -> tuple[float, float]:
     """p50 and p95 microseconds of searchable_text per message."""
     times = []
-    for _, _, text, _ in rows:
+    for _, _, text, *_ in rows:
         t0 = time.perf_counter()
         searchable_text(text, datetime(2023, 5, 8), ())
         times.append((time.perf_counter() - t0) * 1e6)

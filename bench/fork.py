@@ -37,10 +37,10 @@ from engine.db import open_database  # noqa: E402
 from engine.sim.fork import fork_simulation  # noqa: E402
 from engine.sim.run import fork_points  # noqa: E402
 from engine.sim.run.executor import LocalExecutor  # noqa: E402
-from engine.sim.run.protocol import ACTIONS_LOG, CHECKPOINT, CHECKPOINT_DB, MEMORY_FILE, PLATFORMS  # noqa: E402
+from engine.sim.run.output import ACTIONS_LOG, CHECKPOINT, CHECKPOINT_DB, MEMORY_FILE, PLATFORMS  # noqa: E402
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, SocialResponder  # noqa: E402
-from tests.sim_fixture import make_sim_folder  # noqa: E402
+from tests.helpers.sim import make_sim_folder  # noqa: E402
 
 
 async def run_parent(db, folder: Path, server: FakeOpenAI, agents: int, rounds: int, run_rounds: int) -> float:
@@ -126,7 +126,7 @@ async def bench(size: str, real_rounds: int, reps: int, server: FakeOpenAI, tmp:
                          (json.dumps({p: rounds for p in PLATFORMS}), folder.name))
     k = rounds - 1
     point_bytes = sum((fork_points.point_dir(folder, p, k) / f"{p}.db").stat().st_size for p in PLATFORMS)
-    log_bytes = sum(fork_points.read_point(folder, p, k)["bytes"] for p in PLATFORMS)
+    log_bytes = sum((fork_points.read_point(folder, p, k) or {})["bytes"] for p in PLATFORMS)
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()

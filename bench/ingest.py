@@ -26,7 +26,8 @@ from bench.corpus import CORPORA, chat_stream, load_corpus
 from engine.config import load_config
 from engine.db import open_database
 from engine.embedder import Embedder
-from engine.memory import MemoryEngine, MemoryMessage
+from engine.memory import MemoryMessage
+from engine.services import build_services
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 
@@ -42,10 +43,11 @@ async def run(args) -> None:
     embedder = Embedder.from_config(config.embedder)
     await embedder.embed(["warm up"])
     with tempfile.TemporaryDirectory() as tmp:
-        db = await open_database(Path(tmp) / "memory.sqlite3")
-        engine = MemoryEngine(db, embedder, config.memory)
+        services = build_services(config, await open_database(Path(tmp) / "memory.sqlite3"), llm=False, sims=False,
+                                  embedder=embedder)
+        engine = services.memory
         try:
-            await engine.start()
+            await services.start(jobs=False)
             t0 = time.perf_counter()
             await engine.ingest_many(messages("bench:batch", texts))
             batch_s = time.perf_counter() - t0
@@ -65,8 +67,7 @@ async def run(args) -> None:
                 embed_times.append(time.perf_counter() - t0)
             worlds = len(await engine.worlds("bench:single"))
         finally:
-            await engine.close()
-            await db.close()
+            await services.close()
     ms, ems = np.array(times) * 1000, np.array(embed_times) * 1000
     print(f"{args.corpus}: {len(texts)} messages, median {np.median([len(t) for t in texts]):.0f} characters")
     print(f"single message ingest (n={len(single)}, scope already holding {args.warm} messages in {worlds} worlds): "

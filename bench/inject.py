@@ -5,7 +5,7 @@ its post.
 
 A real run (the run service in this process, its child with camel-oasis on both platforms)
 against the fake OpenAI-compatible server (tests/fakes/openai_server.py, valid tool calls after
-``--delay`` seconds). Events are injected through ``engine.sim.inject`` the way ``/sim inject``
+``--delay`` seconds). Events are injected through ``engine.sim.inject.request`` the way ``/sim inject``
 does: two before the run for a later round, then, while it runs, one as soon as each round has
 ended (for the default round, the next not begun: the tightest case) and one for the round after
 that. Each event's post is read back from both platforms' databases; its round is the post's
@@ -27,14 +27,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.db import open_database  # noqa: E402
-from engine.sim.inject import inject  # noqa: E402
+from engine.sim.inject.request import inject  # noqa: E402
+from engine.sim.run.child.injector import SOURCE_BIO  # noqa: E402
+from engine.sim.run.child.oasis_setup import sim_start_time  # noqa: E402
 from engine.sim.run.executor import LocalExecutor  # noqa: E402
-from engine.sim.run.injection import SOURCE_BIO  # noqa: E402
-from engine.sim.run.oasis_setup import sim_start_time  # noqa: E402
-from engine.sim.run.protocol import platform_db  # noqa: E402
+from engine.sim.run.output import platform_db  # noqa: E402
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, SocialResponder  # noqa: E402
-from tests.sim_fixture import make_sim_folder  # noqa: E402
+from tests.helpers.sim import make_sim_folder  # noqa: E402
 
 
 def post_rounds(folder: Path, platform: str, cfg) -> dict[str, int]:

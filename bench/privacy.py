@@ -26,6 +26,7 @@ from engine.db import open_database
 from engine.embedder import Embedder
 from engine.memory import MemoryEngine, MemoryMessage
 from engine.memory.audience import Viewer
+from engine.services import build_services
 
 SCOPE = "bench:guild"
 STAFF = "staff-audience"
@@ -75,10 +76,11 @@ async def run(args) -> None:
     embedder = Embedder.from_config(config.embedder)
     await embedder.embed(["warm up"])
     with tempfile.TemporaryDirectory() as tmp:
-        db = await open_database(Path(tmp) / "memory.sqlite3")
-        engine = MemoryEngine(db, embedder, config.memory)
+        services = build_services(config, await open_database(Path(tmp) / "memory.sqlite3"), llm=False, sims=False,
+                                  embedder=embedder)
+        engine, db = services.memory, services.db
         try:
-            await engine.start()
+            await services.start(jobs=False)
             await engine.ingest_many(messages)
             await engine.refresh_topics(SCOPE, every=True)  # named, as a running bot names them
             public = Viewer(SCOPE)
@@ -94,8 +96,7 @@ async def run(args) -> None:
             inside = await probe(engine, db, Viewer(SCOPE, STAFF), queries)
             worlds = len(await engine.worlds(Viewer.operator(SCOPE)))
         finally:
-            await engine.close()
-            await db.close()
+            await services.close()
     n_staff = len(staff_lines)
     print(f"{args.corpus}: {len(messages)} messages, {n_staff} of them in 'staff' ({len(staff_topics)} of "
           f"{len(topics)} topics); {worlds} worlds after the move")

@@ -7,8 +7,9 @@ embedding model and store a few warm-up messages; then, all released at once, ea
 share of the same ``--messages`` chat messages to ``App.dispatch`` (as an adapter does) and
 waits until every one is stored (``App.settled``). The messages belong to ``--guilds`` guilds
 (chat scopes) of ``--channels`` channels each; a guild is served by one process, as Discord
-shards split guilds (two processes writing one scope would each reload the other's worlds). Messages/s = messages / (last process done -
-release). What is not measured: the chat adapters and their fakes (the same per process).
+shards split guilds (two processes writing one scope would each reload the other's worlds).
+Messages/s = messages / (last process done - release). What is not measured: the chat adapters
+and their fakes (the same per process).
 With ``--core-each`` every bot process is pinned to one core of its own (sched_setaffinity), as
 if each ran on a machine of one core; PostgreSQL still uses every core.
 
@@ -87,8 +88,9 @@ def worker_main(core: int | None, *args) -> None:
 
 
 async def fresh_database(server_uri: str, name: str) -> str:
-    import asyncpg
     from urllib.parse import urlsplit, urlunsplit
+
+    import asyncpg
     conn = await asyncpg.connect(server_uri)
     try:
         await conn.execute(f'CREATE DATABASE "{name}"')
@@ -148,7 +150,8 @@ def measure(processes: int, server_uri: str, texts: list[str], guilds: int, chan
     # message n belongs to guild n % guilds; a guild is served by one process (as a Discord shard)
     shares = [[(n, n % guilds, t) for n, t in enumerate(texts) if (n % guilds) % processes == w]
               for w in range(processes)]
-    procs = [ctx.Process(target=worker_main, args=(w % os.cpu_count() if core_each else None, w, url, str(folder / f"p{processes}"), shares[w],
+    procs = [ctx.Process(target=worker_main, args=(w % (os.cpu_count() or 1) if core_each else None, w, url,
+                                                    str(folder / f"p{processes}"), shares[w],
                                                     channels, ready, release, results))
              for w in range(processes)]
     for proc in procs:

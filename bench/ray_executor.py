@@ -48,11 +48,11 @@ sys.path.insert(0, str(ROOT))
 
 from engine.db import open_database  # noqa: E402
 from engine.sim.run.executor import LocalExecutor  # noqa: E402
-from engine.sim.run.protocol import ACTIONS_LOG, PLATFORMS  # noqa: E402
+from engine.sim.run.output import ACTIONS_LOG, PLATFORMS  # noqa: E402
 from engine.sim.run.ray_executor import RayExecutor  # noqa: E402
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, SocialResponder  # noqa: E402
-from tests.sim_fixture import make_sim_folder  # noqa: E402
+from tests.helpers.sim import make_sim_folder  # noqa: E402
 
 NAMESPACE = "bench"
 MIB = 2 ** 20
@@ -127,7 +127,9 @@ async def one_run(variant: str, executor, db, server: FakeOpenAI, folder: Path, 
     await runs.run(sim_id, folder, progress)
     wall = time.perf_counter() - t0
     sampler.cancel()
-    child = psutil.Process((await runs.get(sim_id)).pid)   # idling now, still alive
+    state = await runs.get(sim_id)
+    assert state is not None and state.pid is not None  # it has just run
+    child = psutil.Process(state.pid)   # idling now, still alive
     hwm = {"child_hwm_mib": high_water_mib(child.pid),
            "worker_hwm_mib": high_water_mib(child.ppid()) if variant == "ray" else 0.0}
     asked = []

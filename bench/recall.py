@@ -4,23 +4,37 @@ Each dialogue (a LoCoMo conversation, or a synthetic chat of bench.recall_synth)
 into a scope of its own through the product's import path (``MemoryEngine.ingest_many``, as
 `python -m bot import` does: one message per turn, author = speaker, message id = turn id,
 time = session time + 10 s per turn, attachments = the image caption), in a fresh database,
-without an LLM. Then every question is asked, at each k, three ways over the same turns:
+without an LLM. Then every question is asked, at each k, five ways over the same turns:
 
 * ``ours``: ``MemoryEngine.recall(scope, question, k)``, its messages as returned (neighbour
   turns count towards k, as they are part of what recall returns);
 * ``bm25``: plain BM25 (rank-bm25's Okapi, k1 1.5, b 0.75) over each turn's text and caption,
   tokenised into content words (engine.memory.textutil), top k;
-* ``cosine``: MiniLM cosine alone (the product's embedder, same model and backend) between the
-  question and each turn's text, exact, top k (the turn vectors are those memory computed at
-  import, recorded on the way).
+* ``keyword``: the product's keyword side alone (engine.memory.keyword_sql: BM25 over the
+  indexed tokens, within the scope), top k;
+* ``trigram``: the same BM25 as ``bm25`` over each turn's character trigrams (lower-cased, spaces
+  kept), a keyword baseline that needs no word boundaries (Thai is written without spaces);
+* ``cosine``: the embedding model's cosine alone (the product's embedder, same model and backend)
+  between the question and each turn as memory embeds it (e5: "Speaker: text"), exact, top k (the
+  turn vectors are those memory computed at import, recorded on the way).
 
 Figures per method and k: turn recall (share of a question's evidence turns returned, averaged
 over questions), hit rate (at least one evidence turn returned), session hit (a returned turn
 from the session, or for the synthetic chats the day, of an evidence turn) and, for ours, the
 wall time of each recall call (query embedding included) p50/p95.
 
-    nice -n 10 python -m bench.recall --locomo PATH [--conversations N] [--k 5 10]
+``--languages``: the same evidence-labelled chats in English, Portuguese and Thai
+(bench.recall_languages), each language measured on its own. ``--models``: several embedding
+models side by side in one run, each with its own calibrated thresholds.
+
+    nice -n 10 python -m bench.recall --locomo PATH [--conversations N] [--k 5 10] [--models M ...]
     nice -n 10 python -m bench.recall --synthetic [--seed S]
+    nice -n 10 python -m bench.recall --languages [--seed S] [--models M ...]
+    nice -n 10 python -m bench.recall --locomo PATH --backends sqlite postgresql
+
+``--backends``: the same dialogues imported into each database in turn (PostgreSQL: a server
+started for the run, as bench.storage_backends does), figures side by side, and how often the
+two databases' keyword top k agree.
 """
 from __future__ import annotations
 
@@ -37,13 +51,16 @@ import numpy as np
 from rank_bm25 import BM25Okapi
 
 from bench.recall_data import DataError, Dialogue, load_locomo
-from engine.config import load_config
+from engine.config import load_config, parse_config
 from engine.db import open_database
 from engine.embedder import Embedder
 from engine.memory import MemoryEngine, MemoryMessage
-from engine.memory.textutil import content_words
+from engine.memory.audience import Viewer
+from engine.memory.keyword_sql import keyword_messages
+from engine.memory.textutil import content_words, fts_query
+from engine.services import build_services
 
-METHODS = ("ours", "bm25", "cosine")
+METHODS = ("ours", "keyword", "bm25", "trigram", "cosine")
 
 
 # -- metrics -------------------------------------------------------------------------------
@@ -113,6 +130,24 @@ class Bm25Baseline:
         return [self.ids[i] for i in order if scores[i] > 0]
 
 
+def trigrams(text: str) -> list[str]:
+    padded = f" {' '.join(text.lower().split())} "
+    return [padded[i:i + 3] for i in range(len(padded) - 2)]
+
+
+class TrigramBaseline(Bm25Baseline):
+    """BM25 over character trigrams: no word boundaries needed."""
+
+    def __init__(self, ids: list[str], docs: list[str]):
+        self.ids = ids
+        self.index = BM25Okapi([trigrams(d) or ["\x00"] for d in docs])
+
+    def top(self, query: str, k: int) -> list[str]:
+        scores = self.index.get_scores(trigrams(query))
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [self.ids[i] for i in order if scores[i] > 0]
+
+
 class CosineBaseline:
     """Exact cosine between unit vectors: the question's and each turn's."""
 
@@ -132,9 +167,10 @@ class RecordingEmbedder(Embedder):
         super().__init__(base.model_name, base.batch_size, base.device, base.backend)
         self.seen: dict[str, np.ndarray] = {}
 
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        vectors = await super().embed(texts)
-        self.seen.update(zip(texts, vectors))
+    async def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
+        vectors = await super().embed(texts, kind)
+        if kind == "passage":
+            self.seen.update(zip(texts, vectors))
         return vectors
 
     async def recorded(self, texts: list[str]) -> np.ndarray:
@@ -161,9 +197,20 @@ def document(turn) -> str:
     return turn.text if not turn.caption or turn.caption == turn.text else f"{turn.text} {turn.caption}"
 
 
+async def keyword_top(engine: MemoryEngine, scope: str, question: str, k: int) -> list[str]:
+    """The turn ids of the product's keyword search alone, best first."""
+    hits = await keyword_messages(engine.db, Viewer.operator(scope), fts_query(question), k)
+    if not hits:
+        return []
+    ids = {r["id"]: r["message_id"] for r in await engine.db.fetchall(
+        f"SELECT id, message_id FROM memory_messages WHERE id IN ({','.join('?' * len(hits))})", [i for i, _ in hits])}
+    return [ids[i] for i, _ in hits]
+
+
 async def evaluate(engine: MemoryEngine, embedder: RecordingEmbedder, dialogues: list[Dialogue], ks: list[int],
-                   log=print) -> dict[tuple[str, int], Tally]:
-    """Import every dialogue into its own scope, then ask every question three ways at each k."""
+                   log=print, keyword_log: list | None = None) -> dict[tuple[str, int], Tally]:
+    """Import every dialogue into its own scope, then ask every question each way at each k
+    (the keyword top k of each question is appended to ``keyword_log`` when given)."""
     tallies = {(m, k): Tally() for m in METHODS for k in ks}
     for d in dialogues:
         t0 = time.perf_counter()
@@ -172,8 +219,10 @@ async def evaluate(engine: MemoryEngine, embedder: RecordingEmbedder, dialogues:
         worlds = len(await engine.worlds(scope_of(d)))
         ids = [t.id for t in d.turns]
         bm25 = Bm25Baseline(ids, [document(t) for t in d.turns])
-        cosine = CosineBaseline(ids, await embedder.recorded([t.text.strip() for t in d.turns]))
-        qvecs = await embedder.embed([q.text for q in d.questions]) if d.questions else []
+        trigram = TrigramBaseline(ids, [document(t) for t in d.turns])
+        cosine = CosineBaseline(ids, await embedder.recorded([embedder.turn(t.speaker, t.text) for t in d.turns]))
+        qvecs = (await embedder.embed([q.text for q in d.questions], kind="query") if d.questions
+                 else np.zeros((0, 0)))
         t1 = time.perf_counter()
         for q, qvec in zip(d.questions, qvecs):
             for k in ks:
@@ -181,7 +230,12 @@ async def evaluate(engine: MemoryEngine, embedder: RecordingEmbedder, dialogues:
                 result = await engine.recall(scope_of(d), q.text, k)
                 tallies["ours", k].ms.append((time.perf_counter() - started) * 1000)
                 tallies["ours", k].add([e.message_id for e in result.evidence], q.evidence, d.session_of, q.category)
+                by_keyword = await keyword_top(engine, scope_of(d), q.text, k)
+                if keyword_log is not None:
+                    keyword_log.append(by_keyword)
+                tallies["keyword", k].add(by_keyword, q.evidence, d.session_of, q.category)
                 tallies["bm25", k].add(bm25.top(q.text, k), q.evidence, d.session_of, q.category)
+                tallies["trigram", k].add(trigram.top(q.text, k), q.evidence, d.session_of, q.category)
                 tallies["cosine", k].add(cosine.top(qvec, k), q.evidence, d.session_of, q.category)
         log(f"{d.name}: {len(d.turns)} turns in {worlds} worlds (import {t1 - t0:.0f} s), "
             f"{len(d.questions)} questions ({d.dropped} left out) in {time.perf_counter() - t1:.0f} s")
@@ -209,25 +263,54 @@ def table(tallies: dict[tuple[str, int], Tally], ks: list[int]) -> list[str]:
     return lines
 
 
-async def run(dialogues: list[Dialogue], args) -> dict:
+async def run(dialogues: list[Dialogue], args, model: str | None = None) -> dict:
     config = load_config(args.config)
+    if model is not None:   # that model with its own calibrated thresholds
+        config = parse_config({"embedder": {**config.embedder.model_dump(), "model": model}})
     embedder = RecordingEmbedder(Embedder.from_config(config.embedder))
     await embedder.embed(["warm up"])
+    out: dict = {}
+    tops: dict[str, list] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        db = await open_database(Path(tmp) / "recall.sqlite3")
-        engine = MemoryEngine(db, embedder, config.memory)
+        server = None
         try:
-            await engine.start()
-            t0 = time.perf_counter()
-            tallies = await evaluate(engine, embedder, dialogues, args.k, lambda line: print(line, file=sys.stderr))
+            for backend in args.backends:
+                if backend == "sqlite":
+                    url: str | Path = Path(tmp) / "recall.sqlite3"
+                else:
+                    from bench.storage_backends import postgres_url
+                    server, url = await postgres_url(str(Path(tmp) / "pg"))
+                services = build_services(config, await open_database(url), llm=False, sims=False,
+                                          embedder=embedder)
+                engine = services.memory
+                tops[backend] = []
+                try:
+                    await services.start(jobs=False)
+                    t0 = time.perf_counter()
+                    tallies = await evaluate(engine, embedder, dialogues, args.k,
+                                             lambda line: print(line, file=sys.stderr), tops[backend])
+                finally:
+                    await services.close()
+                turns, questions = sum(len(d.turns) for d in dialogues), sum(len(d.questions) for d in dialogues)
+                print(f"model {config.embedder.model}, {backend}: {len(dialogues)} dialogues "
+                      f"({', '.join(d.name for d in dialogues)}), {turns} turns, {questions} questions; "
+                      f"{time.perf_counter() - t0:.0f} s\n")
+                print("\n".join(table(tallies, args.k)) + "\n")
+                out[backend] = {f"{m}@{k}": t.summary() for (m, k), t in tallies.items()}
         finally:
-            await engine.close()
-            await db.close()
-    print(f"{len(dialogues)} dialogues ({', '.join(d.name for d in dialogues)}), "
-          f"{sum(len(d.turns) for d in dialogues)} turns, {sum(len(d.questions) for d in dialogues)} questions; "
-          f"{time.perf_counter() - t0:.0f} s\n")
-    print("\n".join(table(tallies, args.k)))
-    return {f"{m}@{k}": t.summary() for (m, k), t in tallies.items()}
+            if server is not None:
+                server.cleanup()
+    if len(tops) == 2:
+        a, b = tops.values()
+        same = sum(x == y for x, y in zip(a, b)) / max(len(a), 1)
+        overlap = _mean([len(set(x) & set(y)) / max(len(set(x) | set(y)), 1) for x, y in zip(a, b)])
+        print(f"keyword top k, {' vs '.join(tops)}: identical lists {same:.3f}, mean overlap (Jaccard) {overlap:.3f}")
+        for k in args.k:
+            x, y = (out[backend][f"keyword@{k}"]["turn_recall"] for backend in tops)
+            u, v = (out[backend][f"ours@{k}"]["turn_recall"] for backend in tops)
+            print(f"k={k}: keyword turn recall {x:.3f} vs {y:.3f} ({(y - x) / x:+.1%}); "
+                  f"ours {u:.3f} vs {v:.3f} ({(v - u) / u:+.1%})")
+    return out if len(out) > 1 else next(iter(out.values()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,22 +319,35 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--locomo", type=Path, metavar="PATH",
                         help="LoCoMo's locomo10.zip, its extracted folder, or locomo10.json")
     source.add_argument("--synthetic", action="store_true", help="the synthetic chats of bench.recall_synth")
+    source.add_argument("--languages", action="store_true",
+                        help="the same chats in English, Portuguese and Thai (bench.recall_languages)")
     parser.add_argument("--conversations", type=int, help="only the first N LoCoMo conversations (by file name)")
     parser.add_argument("--seed", type=int, default=0, help="synthetic chats: random seed")
     parser.add_argument("--k", type=int, nargs="+", default=[5, 10])
+    parser.add_argument("--backends", nargs="+", choices=("sqlite", "postgresql"), default=["sqlite"],
+                        help="databases to import into, one after the other (default: sqlite)")
     parser.add_argument("--config", help="configuration file (default: ./config.toml)")
+    parser.add_argument("--models", nargs="+", metavar="MODEL",
+                        help="embedding models to compare in this run (default: the configured one)")
     parser.add_argument("--json-out", type=Path, help="also write the figures as JSON here")
     args = parser.parse_args(argv)
-    if args.synthetic:
+    if args.languages:
+        from bench.recall_languages import LANGUAGES, dialogues as language_dialogues
+        sets = {language: language_dialogues(language, args.seed) for language in LANGUAGES}
+    elif args.synthetic:
         from bench.recall_synth import synthetic_dialogues
-        dialogues = synthetic_dialogues(args.seed)
+        sets = {"synthetic": synthetic_dialogues(args.seed)}
     else:
         try:
-            dialogues = load_locomo(args.locomo, args.conversations)
+            sets = {"locomo": load_locomo(args.locomo, args.conversations)}
         except (DataError, ValueError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-    figures = asyncio.run(run(dialogues, args))
+    figures = {}
+    for model in args.models or [None]:
+        for name, dialogues in sets.items():
+            print(f"\n### {name}\n")
+            figures[f"{model or 'configured'}/{name}"] = asyncio.run(run(dialogues, args, model))
     if args.json_out:
         args.json_out.write_text(json.dumps(figures, indent=1), encoding="utf-8")
     return 0

@@ -102,7 +102,7 @@ def dialogue_from_locomo(name: str, conv: dict, qa: list[dict]) -> Dialogue:
     known = {t.id for t in turns}
     questions, dropped = [], 0
     for i, q in enumerate(qa):
-        evidence = [e for e in evidence_ids(q.get("evidence")) if e in known]
+        evidence = [e for e in evidence_ids(q.get("evidence") or []) if e in known]
         if int(q.get("category", 0)) == ADVERSARIAL or not evidence:
             dropped += 1
             continue

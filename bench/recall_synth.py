@@ -268,7 +268,9 @@ class PooledEmbedder(Embedder):
             np.float32) * (self.noise / np.sqrt(self.pool_vectors.shape[1]))
         return v / np.linalg.norm(v)
 
-    async def embed(self, texts: list[str]) -> np.ndarray:
+    async def embed(self, texts: list[str], kind: str = "passage") -> np.ndarray:
+        if kind != "passage":   # a question: embedded for real, as a query
+            return await super().embed(texts, kind)
         known = [self.vector(t) for t in texts]
         missing = [t for t, v in zip(texts, known) if v is None]
         real = iter(await super().embed(missing)) if missing else iter(())

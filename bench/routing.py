@@ -20,7 +20,8 @@ ceilings for any router that sees one message at a time: k-means (scikit-learn, 
 with one and with three clusters per topic, over messages, and over whole conversations (a
 router told where every conversation starts and ends).
 
-    python -m bench.routing [--config config.toml] [--corpus chatterbot|bbc] [--data held-out|all] [--fillers 0.2] [--seed 0]
+    python -m bench.routing [--config config.toml] [--corpus chatterbot|bbc] [--data held-out|all]
+                            [--fillers 0.2] [--seed 0]
 """
 from __future__ import annotations
 
@@ -59,7 +60,7 @@ def rules(ours: MemorySection) -> dict[str, MemorySection]:
 def scores(lines: list[ChatLine], world_of: dict[str, str]) -> dict[str, float]:
     topics = [line.topic for line in lines]
     worlds = [world_of[str(i)] for i in range(len(lines))]
-    majority = Counter()
+    majority: Counter[str] = Counter()
     for w in set(worlds):
         majority[w] = Counter(t for t, x in zip(topics, worlds) if x == w).most_common(1)[0][1]
     return {"worlds": len(set(worlds)), "per_topic": len(set(worlds)) / len(set(topics)),
@@ -70,7 +71,7 @@ def scores(lines: list[ChatLine], world_of: dict[str, str]) -> dict[str, float]:
 def ceilings(lines: list[ChatLine], vectors: np.ndarray, seed: int) -> list[str]:
     topics = len({line.topic for line in lines})
     convs = sorted({line.conversation for line in lines})
-    conv_vectors = np.array([vectors[[i for i, l in enumerate(lines) if l.conversation == c]].mean(axis=0)
+    conv_vectors = np.array([vectors[[i for i, line in enumerate(lines) if line.conversation == c]].mean(axis=0)
                              for c in convs])
     out = []
     for per_topic in (1, 3):
@@ -79,7 +80,7 @@ def ceilings(lines: list[ChatLine], vectors: np.ndarray, seed: int) -> list[str]
         by_conv = dict(zip(convs, KMeans(k, n_init=10, random_state=seed).fit_predict(conv_vectors)))
         for name, labels in ((f"k-means, {per_topic}/topic", by_message),
                              (f"k-means of conversations, {per_topic}/topic",
-                              [by_conv[l.conversation] for l in lines])):
+                              [by_conv[line.conversation] for line in lines])):
             r = scores(lines, {str(i): str(x) for i, x in enumerate(labels)})
             out.append(f"{name:<36} {r['worlds']:>4} worlds, {r['per_topic']:5.1f}/topic, "
                        f"purity {r['purity']:.3f}, NMI {r['nmi']:.3f}")
@@ -91,7 +92,7 @@ async def replay(cfg: MemorySection, embedder: Embedder, lines: list[ChatLine], 
     engine = MemoryEngine(db, embedder, cfg)
     try:
         await engine.start()
-        messages = [MemoryMessage(SCOPE, "general", str(i), "user", line.text, T0 + timedelta(seconds=20 * i))
+        messages = [MemoryMessage(SCOPE, "general", str(i), line.speaker, line.text, T0 + timedelta(seconds=20 * i))
                     for i, line in enumerate(lines)]
         await engine.ingest_many(messages)
 
@@ -122,9 +123,9 @@ async def run(args) -> None:
     lines = with_fillers(chat_stream(convs, run=args.run, seed=args.seed), args.fillers, args.seed)
     embedder = Embedder.from_config(config.embedder)
     await embedder.embed(["warm up"])
-    print(f"{args.corpus} {args.data}: {len(lines)} messages, {len(set(l.topic for l in lines))} topics, "
+    print(f"{args.corpus} {args.data}: {len(lines)} messages, {len(set(line.topic for line in lines))} topics, "
           f"{len(convs)} conversations, topic changes every {args.run} conversations, "
-          f"{sum(l.text in FILLERS for l in lines)} filler replies")
+          f"{sum(line.text in FILLERS for line in lines)} filler replies")
     vectors = await embedder.embed([line.text for line in lines])
     for text in ceilings(lines, np.asarray(vectors), args.seed):
         print("offline", text, flush=True)

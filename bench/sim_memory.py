@@ -44,7 +44,8 @@ def write_run(folder: Path, agents: int, rounds: int) -> int:
                 n += 1
                 action, info = (("create_post", {"content": text, "post_id": n}) if a % 3 else
                                 ("create_comment", {"content": text, "comment_id": n}))
-                fh.write(json.dumps({"type": "action", "round": r, "agent_id": a, "action": action, "info": info}) + "\n")
+                row = {"type": "action", "round": r, "agent_id": a, "action": action, "info": info}
+                fh.write(json.dumps(row) + "\n")
             fh.write(json.dumps({"type": "round_end", "round": r}) + "\n")
     return n
 

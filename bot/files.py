@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from engine.db import Database
-from engine.jobs import DONE, QUEUED, RUNNING, JobEvent
+from engine.jobs import DONE, QUEUED, RUNNING, JobEvent, params_in
 from engine.offload import run_cpu
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def remove_old_files(roots: list[Path], older_than: float, keep: set[Path]) -> i
     for root in roots:
         if not root.is_dir():
             continue
-        for folder, dirs, files in os.walk(root, topdown=False):
+        for folder, _dirs, files in os.walk(root, topdown=False):
             here = Path(folder)
             for name in files:
                 path = here / name
@@ -104,15 +104,10 @@ class FileRetention:
     async def _named_by_jobs(self, states: tuple[str, ...] | None) -> set[Path]:
         """Files in the two folders named in the parameters of jobs in ``states`` (None: every
         job not done, which includes the failed and interrupted ones that may be resumed)."""
-        if states is None:
-            rows = await self.db.fetchall("SELECT params FROM jobs WHERE state != ?", (DONE,))
-        else:
-            marks = ",".join("?" * len(states))
-            rows = await self.db.fetchall(f"SELECT params FROM jobs WHERE state IN ({marks})", states)
         named = set()
-        for row in rows:
+        for stored in await params_in(self.db, states):
             try:
-                params = json.loads(row["params"] or "{}")
+                params = json.loads(stored or "{}")
             except ValueError:
                 continue
             for text in _strings(params):

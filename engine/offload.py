@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, TypeVar
@@ -14,5 +15,8 @@ _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cpu")
 
 
 async def run_cpu(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` in the pool, in a copy of the caller's context (its language: a
+    chart drawn there is labelled in the chat's, engine.i18n)."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_pool, functools.partial(fn, *args, **kwargs))
+    context = contextvars.copy_context()
+    return await loop.run_in_executor(_pool, functools.partial(context.run, fn, *args, **kwargs))

@@ -17,6 +17,7 @@ import os
 import tempfile
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,7 +37,7 @@ def cache_dir() -> Path:
     return Path(base) / "worldbot" / "onnx"
 
 
-def _read_json(path: Path) -> dict | list:
+def _read_json(path: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -128,8 +129,9 @@ class OnnxSentenceEncoder:
         _export(folder, target, max_len)
         return cls(folder, target, max_len)
 
-    def encode(self, texts: list[str], batch_size: int = 64) -> np.ndarray:
-        """(len(texts), dim) float32 unit rows, in the order given. Batches hold texts of similar
+    def encode(self, texts: list[str], batch_size: int = 64, kind: str = "passage") -> np.ndarray:
+        """(len(texts), dim) float32 unit rows, in the order given (``kind`` makes no difference to
+        this model). Batches hold texts of similar
         length, so little padding is computed."""
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out: list[np.ndarray] = [None] * len(texts)  # type: ignore[list-item]

@@ -27,11 +27,13 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, TypeVar
 
 from engine.db import Database
+from engine.i18n import _
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def process_start(pid: int) -> str:
@@ -109,6 +111,13 @@ class ProcessOwner:
             (ident.id, ident.host, ident.pid, ident.started, time.time() + self.lease_s,
              time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
 
+    async def outlasting(self, call: Callable[[], Awaitable[T]], what: str) -> T:
+        """A write of work this process runs (a job's progress and state, a run's rounds):
+        ``call()``, waiting for a database that cannot be reached (``Database.outlasting``) at most
+        one lease. A restarting server is ridden out; past a lease, other processes may take this
+        one's work over, so the last unreachable error is raised and the work ends interrupted."""
+        return await self.db.outlasting(call, what, within=self.lease_s)
+
     async def _beat(self) -> None:
         while True:
             await asyncio.sleep(self.lease_s / 3)
@@ -156,5 +165,5 @@ class ProcessOwner:
         """'another bot process (pid 123 on host h)', for messages that refuse to touch its work."""
         row = await self.db.fetchone("SELECT host, pid FROM owners WHERE id = ?", (owner_id,))
         if row is None:
-            return "another bot process"
-        return f"another bot process (pid {row['pid']} on {row['host']})"
+            return _("another bot process")
+        return _("another bot process (pid {pid} on {host})", pid=row["pid"], host=row["host"])

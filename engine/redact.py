@@ -6,6 +6,10 @@ replaces every such value in a text; ``RedactingFormatter`` applies it to the wh
 log record, so a secret inside an exception message or a traceback line is masked too (a
 logging filter only sees the message, not the traceback formatted after it). Values shorter
 than six characters are left alone: masking "1" or "true" would mangle ordinary text.
+
+A password written into a URL (``postgresql://bot:pw@host/db`` or ``…?password=pw``, as a
+database URL given on the command line may be) is masked too, whatever its length, wherever a
+Redactor masks and in ``mask_url_passwords`` (the database's label in messages).
 """
 from __future__ import annotations
 
@@ -15,8 +19,16 @@ import re
 from typing import Iterable, Mapping
 
 SECRET_NAME = re.compile(r"(TOKEN|KEY|SECRET|PASSWORD)", re.I)
+# scheme://user:PASSWORD@host and a ?password=/&password= query parameter
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@]*:)[^\s/?#]+(?=@[^@\s/?#]*)"
+                           r"|(?P<query>[?&]password=)[^&#\s'\"]+", re.I)
 MASK = "***"
 MIN_SECRET_LEN = 6
+
+
+def mask_url_passwords(text: str) -> str:
+    """``text`` with every password written into a URL replaced by ``***``."""
+    return _URL_PASSWORD.sub(lambda m: (m.group("head") or m.group("query")) + MASK, text)
 
 
 def looks_secret(name: str) -> bool:
@@ -46,6 +58,7 @@ class Redactor:
         return len(self.values[0]) if self.values else 0
 
     def mask(self, text: str) -> str:
+        text = mask_url_passwords(text)
         return self._pattern.sub(MASK, text) if self._pattern is not None else text
 
 

@@ -4,6 +4,7 @@
 SQLite in the test's folder, and a fresh database on one real PostgreSQL server per session."""
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -16,6 +17,22 @@ from engine.db import open_database
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def root_logger_as_found():
+    """Leave the root logger as the test found it. Tests that run ``bot.cli.main`` in-process get
+    its logging set-up: a handler on that test's stderr, closed once the test ends. Left in place,
+    a later record (a task destroyed while pending, at any garbage collection) fails to write, and
+    logging's report of that formats a stack, which in CPython 3.11 parses source with ``ast``:
+    inside another test's own ``ast.parse`` that raises "AST constructor recursion depth mismatch"."""
+    root = logging.getLogger()
+    level, before = root.level, list(root.handlers)
+    yield
+    for handler in root.handlers[:]:
+        if handler not in before and type(handler).__module__ != "_pytest.logging":
+            root.removeHandler(handler)
+    root.setLevel(level)
+
+
 @pytest.fixture
 def config(tmp_path):
     return parse_config({"bot": {"data_dir": str(tmp_path / "data")}}, str(tmp_path / "config.toml"))
@@ -23,7 +40,7 @@ def config(tmp_path):
 
 @pytest.fixture(scope="session")
 def pg_server():
-    from tests.pg_server import PgServer
+    from tests.helpers.pg_server import PgServer
     server = PgServer()
     yield server
     server.stop()

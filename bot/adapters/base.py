@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from bot.neutral import Conventions, Reply
 from engine.config import Config
@@ -41,6 +41,11 @@ class Adapter(abc.ABC):
     def reply_to(self, scope: str, channel: str) -> Reply | None:
         """A Reply posting into ``channel`` of ``scope``; None while it cannot post there."""
 
+    def locale_of(self, scope: str) -> str:
+        """The language the platform knows for a whole server or group (Discord: the server's
+        preferred locale), for what the bot posts there unasked (digests); '' when none."""
+        return ""
+
 
 async def serve(adapter: Adapter, stop: asyncio.Event) -> None:
     """connect, run until ``stop`` is set, then always stop."""
@@ -51,13 +56,16 @@ async def serve(adapter: Adapter, stop: asyncio.Event) -> None:
         await adapter.stop()
 
 
+A = TypeVar("A", bound=Adapter)
+
+
 class Adapters:
     """The app's adapters, one per platform."""
 
     def __init__(self) -> None:
         self._by_platform: dict[str, Adapter] = {}
 
-    def add(self, adapter: Adapter) -> Adapter:
+    def add(self, adapter: A) -> A:
         """Register ``adapter``; its channels are reachable through ``reply_to`` from now on."""
         if adapter.platform in self._by_platform:
             raise ValueError(f"a {adapter.platform} adapter is already registered")
@@ -68,3 +76,8 @@ class Adapters:
         """A Reply into ``channel`` of ``scope`` from the adapter of the scope's platform."""
         adapter = self._by_platform.get(scope.split(":", 1)[0])
         return adapter.reply_to(scope, channel) if adapter is not None else None
+
+    def locale_of(self, scope: str) -> str:
+        """The language the scope's platform knows for it ('' when none: Adapter.locale_of)."""
+        adapter = self._by_platform.get(scope.split(":", 1)[0])
+        return adapter.locale_of(scope) if adapter is not None else ""

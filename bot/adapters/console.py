@@ -16,6 +16,7 @@ from pathlib import Path
 from bot.adapters.base import Adapter
 from bot.app import App
 from bot.neutral import Conventions, Incoming, Reply, Sent
+from engine.i18n import N_, _
 
 SCOPE, CHANNEL = "console:local", "console"
 
@@ -45,6 +46,7 @@ class ConsoleSent(Sent):
 
 class ConsoleReply(Reply):
     max_len = 100_000
+    copies_uploads = False   # an "upload" names the file on this machine
 
     def __init__(self, out: ConsoleOut):
         self.out = out
@@ -57,7 +59,10 @@ class ConsoleReply(Reply):
         self.out.print(f"⚠ {text}", "ansired bold")
 
     async def _show_typing(self, stop: asyncio.Event) -> None:
-        self.out.print("… thinking", "ansibrightblack")
+        self.out.print(_("… thinking"), "ansibrightblack")
+
+    def privately(self) -> Reply:
+        return self   # only the person at the console reads it
 
     async def upload(self, path: Path, caption: str = "", image: bool = False) -> Sent:
         kind = "image" if image else "file"
@@ -67,13 +72,13 @@ class ConsoleReply(Reply):
 
 class Console(Adapter):
     platform = "console"
-    conventions = Conventions(admins="the person running the bot", paths_attach=True,
-                              attach_hint="give the file's path")
+    conventions = Conventions(admins=N_("the person running the bot"), paths_attach=True,
+                              attach_hint=N_("give the file's path"))
 
     def __init__(self, app: App, interactive: bool | None = None, wait: bool = False):
         self.app = app
         self.interactive = sys.stdin.isatty() and sys.stdout.isatty() if interactive is None else interactive
-        self.wait = wait  # after the last input line, wait for the jobs this console started
+        self.wait = wait  # after the last input line, wait for the jobs this console started and memory
         self.out = ConsoleOut(colour=self.interactive)
         self.reply = ConsoleReply(self.out)
         self.user = getpass.getuser()
@@ -95,7 +100,7 @@ class Console(Adapter):
         self._seq += 1
         return Incoming(platform="console", scope=SCOPE, channel=CHANNEL, author_id=self.user,
                         author_name=self.user, text=line, message_id=f"console-{self._session}-{self._seq}",
-                        is_admin=True, conventions=self.conventions)
+                        is_admin=True, is_owner=True, conventions=self.conventions)
 
     async def handle_line(self, line: str) -> None:
         line = line.strip()
@@ -129,6 +134,7 @@ class Console(Adapter):
             await self.app.jobs.wait(job_id)
         while self.app.background:  # let the followers post their final notes
             await asyncio.wait(list(self.app.background))
+        await self.app.finished()  # the messages piped in, stored and their beliefs extracted
 
     async def _piped(self) -> None:
         loop = asyncio.get_running_loop()
@@ -145,8 +151,8 @@ class Console(Adapter):
 
         history = self.app.config.data_dir / self.app.config.console.history_file
         history.parent.mkdir(parents=True, exist_ok=True)
-        session = PromptSession(history=FileHistory(str(history)))
-        self.out.print("Console chat. Plain lines are remembered; /help lists commands; Ctrl-D quits.",
+        session: PromptSession = PromptSession(history=FileHistory(str(history)))
+        self.out.print(_("Console chat. Plain lines are remembered; /help lists commands; Ctrl-D quits."),
                        "ansiyellow")
         with patch_stdout():
             while True:

@@ -1,10 +1,14 @@
 """Discord through discord.py 2.x: every registered command as a slash command.
 
 Commands are built from their neutral definitions (typed options, attachment options,
-choices), so a feature added later needs nothing here. An interaction the permission check
-refuses is answered at once, ephemerally; an allowed one is deferred and answered with
-follow-ups (errors ephemeral), and its attachments are downloaded only then. Administrators
-are the server owner, members with Manage Server and holders of ``[discord] admin_role``.
+choices), so a feature added later needs nothing here; a command's message action becomes a
+message context-menu command (right-click a message, Apps) that runs it as if it replied to that
+message. An interaction the permission check refuses is answered at once, ephemerally; an
+allowed one is deferred and answered with follow-ups (errors ephemeral; a command that answers
+privately is deferred ephemerally and all its follow-ups are), and its attachments are
+downloaded only then. Administrators are the server owner, members with Manage Server and holders
+of the role whose id is ``[discord] admin_role`` (by id only: a role's name is anyone's to give,
+in any server); in a direct message, the bot's owners (engine.trust; ``[bot] dm_admins``).
 Job progress goes through ``reply_to``: a normal channel message edited at a throttled rate,
 because interaction tokens die after 15 minutes. Commands reach Discord only when synced on
 demand (``python -m bot discord sync`` or the owner's ``!sync`` message), never on every start.
@@ -16,16 +20,22 @@ the audiences of a server's channels are reported again when the bot connects an
 channels, roles or overwrites change. A reply (message type reply) carries the id of the
 message it answers (``Incoming.reply_to``), and what the bot posts gives back its message id
 (``Sent.message_id``), so a reply to the bot's report can be a question to it.
+Languages: command and option names stay English (typed, stable); their descriptions, choice names
+and message-menu labels are synced with a translation per Discord locale the catalogs serve
+(``CatalogTranslator``: pt-BR, th). A command answers in the member's language (the interaction's
+locale), else the server's preferred locale (App.language_of decides, /settings language first).
 """
 from __future__ import annotations
 
 import asyncio
 import inspect
 import logging
+import re
 import secrets
+import sys
 import time
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Literal
+from typing import Any, Awaitable, Callable
 
 import discord
 import yarl
@@ -40,8 +50,12 @@ from bot.adapters.discord_backfill import Backfill
 from bot.app import App
 from bot.commands.registry import Command
 from bot.neutral import Attachment, Conventions, Incoming, Reply, Sent, human_size
+from bot.public import failure, kept_where
 from engine.config import Config, DiscordSection, secret
+from engine.i18n import DEFAULT, N_, Text, _, describe, normalize, using
 from engine.memory.audience import PUBLIC
+from engine.trust import dm_scope, user_key
+from engine.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -49,9 +63,22 @@ MESSAGE_LIMIT = 2000
 LONG_AS_FILE = 3 * MESSAGE_LIMIT   # longer answers are sent as a file instead of many messages
 MAX_FILE_SLOTS = 3                 # a 'multiple' attachment argument becomes up to 3 options
 OPTION_TYPES: dict[str, type] = {"str": str, "text": str, "int": int, "float": float,
-                                 "attachment": discord.Attachment}
+                                 "attachment": discord.Attachment, "flag": bool}
+NO_PINGS = discord.AllowedMentions.none()
 INVITE_PERMISSIONS = discord.Permissions(view_channel=True, send_messages=True, send_messages_in_threads=True,
                                          attach_files=True, embed_links=True, read_message_history=True)
+
+
+_LINK = re.compile(r"https?://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/channels/(\d+|@me)/(\d+)/(\d+)")
+
+
+def message_link(text: str) -> tuple[str | None, str | None, str] | None:
+    """A Discord message link ("Copy Message Link") -> (scope, channel id, message id)."""
+    found = _LINK.search(text.strip())
+    if found is None:
+        return None
+    guild, channel, message = found.groups()
+    return (None if guild == "@me" else f"discord:{guild}"), channel, message
 
 
 def point_at(cfg: DiscordSection) -> None:
@@ -64,13 +91,39 @@ def point_at(cfg: DiscordSection) -> None:
 
 # -- commands ------------------------------------------------------------------------------
 
-Invoke = Callable[[Command, discord.Interaction, dict[str, Any]], Awaitable[None]]
+def localized(text: Text, limit: int = 100) -> app_commands.locale_str:
+    """A description (a msgid or a callable, engine.i18n.Text) as discord.py takes it: its English
+    text, with the definition kept for ``CatalogTranslator``."""
+    with using(DEFAULT):
+        return app_commands.locale_str(describe(text)[:limit], text=text, limit=limit)
+
+
+class CatalogTranslator(app_commands.Translator):
+    """Descriptions, choice names and message-menu labels in each locale a catalog serves; command and
+    option names are never translated (None: Discord shows the English name)."""
+
+    async def translate(self, string: app_commands.locale_str, locale: discord.Locale,
+                        context: app_commands.TranslationContext) -> str | None:
+        naming = context.location in (app_commands.TranslationContextLocation.command_name,
+                                      app_commands.TranslationContextLocation.parameter_name)
+        if naming and not isinstance(context.data, app_commands.ContextMenu):
+            return None
+        language = normalize(locale.value)
+        if language is None or language == DEFAULT or "text" not in string.extras:
+            return None
+        with using(language):
+            text = describe(string.extras["text"])[:string.extras["limit"]]
+        return text if text != string.message else None
+
+
+Invoke = Callable[..., Awaitable[None]]   # (command, interaction, args[, reply_to])
 
 
 def build_app_command(command: Command, invoke: Invoke) -> app_commands.Command:
     """A slash command for a neutral command: one typed option per argument."""
     params: list[inspect.Parameter] = []
-    descriptions: dict[str, str] = {}
+    descriptions: dict[str, app_commands.locale_str] = {}
+    choices: dict[str, list[app_commands.Choice]] = {}
     renames: dict[str, str] = {}
     slots: dict[str, Any] = {}  # python parameter name -> the Arg it fills
     for i, arg in enumerate(command.args):
@@ -79,20 +132,24 @@ def build_app_command(command: Command, invoke: Invoke) -> app_commands.Command:
         for j, option in enumerate(names):
             py = f"p{i}_{j}"
             if arg.type == "choice" and 0 < len(arg.choices) <= 25:
-                annotation: Any = Literal[tuple(arg.choices)]
+                annotation: Any = str   # the value stays English; its name is shown translated
+                choices[py] = [app_commands.Choice(name=localized(c), value=c) for c in arg.choices]
             else:
                 annotation = OPTION_TYPES.get(arg.type, str)
             required = arg.required and j == 0
             params.append(inspect.Parameter(py, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                                             default=inspect.Parameter.empty if required else None))
-            descriptions[py] = (arg.description or arg.name)[:100]
+            descriptions[py] = localized(arg.description or arg.name)
             renames[py] = option.lower()[:32]
             slots[py] = arg
+
+    # Discord wants the required options first (a command whose files are optional takes its text first)
+    params.sort(key=lambda p: p.default is not inspect.Parameter.empty)
 
     async def callback(interaction: discord.Interaction, **values: Any) -> None:
         args: dict[str, Any] = {}
         for py, value in values.items():
-            if value is None:
+            if value is None or (slots[py].type == "flag" and value is False):
                 continue
             arg = slots[py]
             if arg.type == "attachment" and arg.multiple:
@@ -101,13 +158,28 @@ def build_app_command(command: Command, invoke: Invoke) -> app_commands.Command:
                 args[arg.name] = value
         await invoke(command, interaction, args)
 
-    callback.__signature__ = inspect.Signature([
+    # what discord.py reads off a callback to build the command's options (its decorators set the same)
+    described: Any = callback
+    described.__signature__ = inspect.Signature([
         inspect.Parameter("interaction", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=discord.Interaction),
         *params])
-    callback.__discord_app_commands_param_description__ = descriptions
-    callback.__discord_app_commands_param_rename__ = renames
-    return app_commands.Command(name=command.name, description=(command.description or command.name)[:100],
+    described.__discord_app_commands_param_description__ = descriptions
+    described.__discord_app_commands_param_rename__ = renames
+    described.__discord_app_commands_param_choices__ = choices
+    return app_commands.Command(name=command.name, description=localized(command.description or command.name),
                                 callback=callback)
+
+
+def build_message_menu(command: Command, invoke: Invoke) -> app_commands.ContextMenu:
+    """The message context-menu command of a neutral command's message action: the command runs
+    with the action's arguments, as if it replied to the picked message."""
+    action = command.message_action
+    assert action is not None  # built only for a command that has one
+
+    async def callback(interaction: discord.Interaction, message: discord.Message) -> None:
+        await invoke(command, interaction, dict(action.args), str(message.id))
+
+    return app_commands.ContextMenu(name=localized(action.label, 32), callback=callback)
 
 
 # -- replies -------------------------------------------------------------------------------
@@ -139,7 +211,7 @@ class DiscordReply(Reply):
             path = self.adapter.outgoing_dir() / f"answer-{time.time_ns()}.md"
             path.write_text(text, encoding="utf-8")
             try:
-                return await self.upload(path, "The answer is long, so here it is as a file.")
+                return await self.upload(path, _("The answer is long, so here it is as a file."))
             finally:
                 if path.stat().st_size <= self.adapter.max_upload:  # a bigger one is kept for the user
                     await self.adapter.app.files.discard([path])
@@ -149,8 +221,9 @@ class DiscordReply(Reply):
         path = Path(path)
         size, limit = path.stat().st_size, self.adapter.max_upload
         if size > limit:
-            return await self.send(f"{path.name} is {human_size(size)}, more than the {human_size(limit)} this "
-                                   f"server accepts from bots, so it is not attached. It is kept at {path}.")
+            return await self.send(_("{file} is {size}, more than the {limit} this server accepts from bots, so it "
+                                     "is not attached. It is kept {where}.", file=path.name, size=human_size(size),
+                                     limit=human_size(limit), where=kept_where(path, self.adapter.app.config.data_dir)))
         return DiscordSent(await self._post(caption[:MESSAGE_LIMIT], discord.File(path, filename=path.name)))
 
     def _channel_id(self) -> int:
@@ -179,23 +252,36 @@ class ChannelReply(DiscordReply):
 
 
 class InteractionReply(DiscordReply):
-    """Follow-ups of a deferred interaction; errors are visible only to the user."""
+    """Follow-ups of a deferred interaction; errors are visible only to the user, and so is all of
+    it once ``privately`` (ephemeral follow-ups)."""
 
     def __init__(self, adapter: "DiscordAdapter", interaction: discord.Interaction):
         super().__init__(adapter)
         self.interaction = interaction
         self.sent_any = False
+        self.private = False
+        self._public_placeholder = False   # a public "thinking…" that a private answer must not leave behind
 
-    async def accept(self) -> None:
+    async def accept(self, private: bool = False) -> None:
         if not self.interaction.response.is_done():
-            await self.interaction.response.defer(thinking=True)
+            await self.interaction.response.defer(thinking=True, ephemeral=private)
+            self._public_placeholder = not private
+
+    def privately(self) -> Reply:
+        self.private = True
+        return self
 
     def _channel_id(self) -> int:
+        assert self.interaction.channel_id is not None  # commands come from a channel
         return self.interaction.channel_id
 
     async def _post(self, content: str, file: discord.File | None = None) -> discord.Message:
-        await self.accept()
-        message = await self.interaction.followup.send(content=content or MISSING, file=file or MISSING, wait=True)
+        await self.accept(self.private)
+        if self.private and self._public_placeholder and not self.sent_any:
+            await self.interaction.delete_original_response()
+            self._public_placeholder = False
+        message = await self.interaction.followup.send(content=content or MISSING, file=file or MISSING, wait=True,
+                                                       ephemeral=self.private)
         self.sent_any = True
         return message
 
@@ -216,13 +302,52 @@ class InteractionReply(DiscordReply):
 
 # -- the client ------------------------------------------------------------------------------
 
+def guard_parsers(client: discord.Client) -> None:
+    """A gateway event discord.py cannot read (a field missing or of the wrong type) is dropped
+    with one log line: discord.py lets its parser's exception end ``Client.connect``, so one
+    malformed event would take the bot off Discord until it is restarted. The log names the
+    event and the exception's type, not the payload (it may quote what someone wrote)."""
+    parsers = client._connection.parsers  # the table the gateway looks every event up in
+
+    def guarded(event: str, parse: Callable[[Any], None]) -> Callable[[Any], None]:
+        def parse_or_drop(data: Any) -> None:
+            try:
+                parse(data)
+            except Exception as err:
+                log.warning("discord: a %s event could not be read (%s); dropped", event, type(err).__name__)
+        return parse_or_drop
+
+    for event, parse in list(parsers.items()):
+        parsers[event] = guarded(event, parse)
+
+
+class GuardedTree(app_commands.CommandTree):
+    """discord.py's command tree, except that an interaction it cannot read (a malformed name or
+    option) is one log line: discord.py runs each in a task of its own and leaves anything but an
+    AppCommandError unretrieved there, which asyncio logs as an error with its traceback."""
+
+    async def _call(self, interaction: discord.Interaction) -> None:
+        try:
+            await super()._call(interaction)
+        except app_commands.AppCommandError:
+            raise   # the tree's own errors go to on_tree_error
+        except Exception as err:
+            log.warning("discord: an interaction could not be read (%s); dropped", type(err).__name__)
+            log.info("discord: why the interaction could not be read (it may quote what was typed)", exc_info=err)
+
+
 def make_client(cfg: DiscordSection, intents: discord.Intents) -> discord.Client:
     """One gateway connection, or the shards ``[discord] shard_ids`` of ``shard_count`` (all of
-    them when none are named): each process of a sharded bot sees only its shards' servers."""
+    them when none are named): each process of a sharded bot sees only its shards' servers.
+    What the bot posts pings nobody: it echoes what people said (/recall, digests, answers), and
+    an ``@everyone`` or a role or user mention in there must stay text. discord.py sends the
+    client's ``allowed_mentions`` with every post, follow-up, interaction answer and edit."""
     if not cfg.shard_count:
-        return discord.Client(intents=intents)
-    return discord.AutoShardedClient(intents=intents, shard_count=cfg.shard_count,
-                                     shard_ids=list(cfg.shard_ids) or None)
+        return discord.Client(intents=intents, allowed_mentions=NO_PINGS)
+    if cfg.shard_ids:
+        return discord.AutoShardedClient(intents=intents, shard_count=cfg.shard_count, shard_ids=list(cfg.shard_ids),
+                                         allowed_mentions=NO_PINGS)
+    return discord.AutoShardedClient(intents=intents, shard_count=cfg.shard_count, allowed_mentions=NO_PINGS)
 
 
 class DiscordAdapter(Adapter):
@@ -231,23 +356,30 @@ class DiscordAdapter(Adapter):
     def __init__(self, app: App):
         self.app = app
         self.cfg = app.config.discord
-        role = self.cfg.admin_role.strip()
-        self.conventions = Conventions(
-            admins=f"an administrator (Manage Server{f' or the {role} role' if role else ''})",
-            text_commands=False)  # commands are slash interactions; chat text never is one
+        role = self.cfg.admin_role
+        self.conventions = Conventions(   # <@&id> shows the role's name (and pings nobody: NO_PINGS)
+            admins=(lambda: _("an administrator (Manage Server or the {role} role)", role=f"<@&{role}>")) if role else
+            N_("an administrator (Manage Server)"),
+            text_commands=False,  # commands are slash interactions; chat text never is one
+            message_link=message_link)
         self.max_upload = int(self.cfg.max_upload_mb * 2**20)
         self.max_download = int(self.cfg.max_download_mb * 2**20)
         point_at(self.cfg)
         intents = discord.Intents.default()
         intents.message_content = self.cfg.message_content
         self.client = make_client(self.cfg, intents)
-        self.tree = app_commands.CommandTree(self.client)
-        self.tree.on_error = self.on_tree_error
+        guard_parsers(self.client)
+        self.tree = GuardedTree(self.client)
+        self.tree.error(self.on_tree_error)
         for command in app.commands.commands.values():
             self.tree.add_command(build_app_command(command, self.invoke))
+            if command.message_action is not None:
+                self.tree.add_command(build_message_menu(command, self.invoke))
         self.client.event(self.on_ready)
         self.client.event(self.on_resumed)
+        self.client.event(self.on_disconnect)
         self.client.event(self.on_message)
+        self.client.event(self.on_error)
         for event in (self.on_guild_join, self.on_guild_available, self.on_guild_channel_update,
                       self.on_guild_role_create, self.on_guild_role_update, self.on_guild_role_delete):
             self.client.event(event)
@@ -263,6 +395,11 @@ class DiscordAdapter(Adapter):
     def reply_to(self, scope: str, channel: str) -> Reply | None:
         return ChannelReply(self, int(channel)) if self._ready else None
 
+    def locale_of(self, scope: str) -> str:
+        """The server's preferred locale (Server Settings, Community), for what is posted unasked."""
+        guild = self.client.get_guild(int(scope.split(":", 1)[1])) if scope.split(":", 1)[1].isdigit() else None
+        return str(guild.preferred_locale) if guild is not None else ""
+
     def outgoing_dir(self) -> Path:
         path = self.app.config.data_dir / "outgoing" / "discord"
         path.mkdir(parents=True, exist_ok=True)
@@ -272,19 +409,23 @@ class DiscordAdapter(Adapter):
 
     @staticmethod
     def scope_of(guild_id: int | None, user_id: int) -> str:
-        return f"discord:{guild_id}" if guild_id else f"discord:dm-{user_id}"
+        return f"discord:{guild_id}" if guild_id else dm_scope("discord", str(user_id))
+
+    def is_owner(self, user: discord.abc.User) -> bool:
+        """One of the bot's owners, who may spend in direct messages ([bot] owner_ids)."""
+        return self.app.trust.is_owner(user_key("discord", str(user.id)))
 
     def is_admin(self, user: discord.abc.User, guild: discord.Guild | None,
                  permissions: discord.Permissions | None = None) -> bool:
-        if guild is None:
-            return True  # a direct message with the bot
+        if guild is None:  # a direct message with the bot
+            return self.app.trust.dm_admin(user_key("discord", str(user.id)))
         if guild.owner_id == user.id or (permissions is not None and permissions.manage_guild):
             return True
         if isinstance(user, discord.Member):
             if user.guild_permissions.manage_guild:
                 return True
-            wanted = self.cfg.admin_role.strip()
-            return bool(wanted) and any(r.name == wanted or str(r.id) == wanted for r in user.roles)
+            wanted = self.cfg.admin_role
+            return bool(wanted) and any(str(r.id) == wanted for r in user.roles)
         return False
 
     # -- events ------------------------------------------------------------------------------
@@ -292,17 +433,22 @@ class DiscordAdapter(Adapter):
     async def on_ready(self) -> None:
         self._ready = True
         shards = (f" on shards {', '.join(map(str, sorted(self.client.shards)))} of {self.cfg.shard_count}"
-                  if self.cfg.shard_count else "")
+                  if isinstance(self.client, discord.AutoShardedClient) else "")
         log.info("discord: connected as %s to %d servers%s", self.client.user, len(self.client.guilds), shards)
-        for guild in self.client.guilds:  # permissions may have changed while the bot was away
-            await self.report_audiences(guild)
-        if not self._announced:
-            self._announced = True
-            await self.app.platform_ready("discord")
-        await self.backfill.run()  # on every connect: what was said while the bot was away
+        try:
+            for guild in self.client.guilds:  # permissions may have changed while the bot was away
+                await self.report_audiences(guild)
+            if not self._announced:
+                self._announced = True
+                await self.app.platform_ready("discord")
+        finally:   # whatever failed above (the database away), what was missed is read back
+            await self.backfill.run()  # on every connect: what was said while the bot was away
 
     async def on_resumed(self) -> None:
         await self.backfill.run()  # the gateway does not replay what was missed while disconnected
+
+    async def on_disconnect(self) -> None:
+        await self.backfill.mark()  # before the next connection's live messages are stored
 
     # -- who can read which channel ---------------------------------------------------------
 
@@ -330,7 +476,7 @@ class DiscordAdapter(Adapter):
     async def on_message(self, message: discord.Message) -> None:
         if message.author.bot or message.webhook_id is not None:
             return
-        if message.content.strip().startswith("!sync") and await self.is_owner(message.author):
+        if message.content.strip().startswith("!sync") and await self.may_sync(message.author):
             # "!sync": this server (in a DM: [discord] sync_guild, else global); "!sync global"
             if message.content.split()[1:2] == ["global"]:
                 guild_id = None
@@ -339,14 +485,20 @@ class DiscordAdapter(Adapter):
             else:
                 guild_id = int(self.cfg.sync_guild) if self.cfg.sync_guild else None
             names = await self.sync(guild_id)
-            where = f"server {guild_id}" if guild_id else "all servers (global)"
-            await message.channel.send(f"Synced {len(names)} commands to {where}: {', '.join(names)}")
+            scope = self.scope_of(message.guild.id if message.guild else None, message.author.id)
+            locale = str(message.guild.preferred_locale) if message.guild else ""
+            with using(await self.app.language_of(scope, str(message.channel.id), locale)):
+                where = _("server {id}", id=guild_id) if guild_id else _("all servers (global)")
+                await message.channel.send(plural(len(names), "Synced {n} command to {where}: {names}",
+                                                  "Synced {n} commands to {where}: {names}", where=where,
+                                                  names=", ".join(names)))
             return
         if not self.cfg.message_content or not message.content.strip():
             return  # without the Message Content intent only commands work
         # discord.py runs every event in a task of its own; the lock hands messages to the app in
         # the order they arrived (waiters acquire it first come, first served).
         async with self._arrival_order:
+            await self.backfill.marked()
             await self.app.dispatch(self.incoming(message), ChannelReply(self, message.channel.id))
 
     def incoming(self, message: discord.Message) -> Incoming:
@@ -359,18 +511,25 @@ class DiscordAdapter(Adapter):
             attachments=[Attachment(a.filename, size=a.size, url=a.url, caption=a.description or "")
                          for a in message.attachments],  # names for memory; chat text never takes files
             audience=audience_of(message.channel) if message.guild else PUBLIC,
+            # known from the message itself: a reply to a report may stand for a command
+            is_admin=self.is_admin(message.author, message.guild),
+            is_owner=self.is_owner(message.author),
             reply_to=str(message.reference.message_id or "")
-            if message.reference and message.type == discord.MessageType.reply else "")
+            if message.reference and message.type == discord.MessageType.reply else "",
+            locale=str(message.guild.preferred_locale) if message.guild else "")
 
-    async def is_owner(self, user: discord.abc.User) -> bool:
-        if self.cfg.owner_ids:
-            return str(user.id) in self.cfg.owner_ids
+    async def may_sync(self, user: discord.abc.User) -> bool:
+        """The Discord owners of [bot] owner_ids; without any, the application's owner (or team)."""
+        if any(owner.startswith("discord:") for owner in self.app.trust.owners):
+            return self.is_owner(user)
         info = await self.client.application_info()
         owners = {m.id for m in info.team.members} if info.team else {info.owner.id}
         return user.id in owners
 
     async def sync(self, guild_id: int | None) -> list[str]:
-        """Publish the slash commands: to one guild (instant) or globally."""
+        """Publish the slash commands, their descriptions translated: to one guild (instant) or globally."""
+        if self.tree.translator is None:
+            await self.tree.set_translator(CatalogTranslator())
         if guild_id:
             guild = discord.Object(id=guild_id)
             self.tree.copy_global_to(guild=guild)
@@ -379,15 +538,36 @@ class DiscordAdapter(Adapter):
             synced = await self.tree.sync()
         return [c.name for c in synced]
 
+    async def on_error(self, event: str, *args: Any, **kwargs: Any) -> None:
+        """An event handler that raised (a message discord.py read but whose fields are not what
+        they should be): one line, as for a slash command (``on_tree_error``); the traceback at
+        INFO, since it may quote what someone wrote. discord.py's default logs it as an error."""
+        error = sys.exc_info()[1]
+        log.warning("discord: the %s handler failed (%s)", event, type(error).__name__)
+        log.info("discord: why handling the event failed (it may quote what someone wrote)", exc_info=error)
+
     async def on_tree_error(self, interaction: discord.Interaction, error: app_commands.AppCommandError) -> None:
-        log.warning("discord: command failed: %s", error, exc_info=error)
-        text = f"⚠ {error}"[:MESSAGE_LIMIT]
+        log.warning("discord: a command failed (%s)", type(error).__name__)
+        log.info("discord: why the command failed (it may quote what the user typed)", exc_info=error)
+        command = interaction.command
+        user = getattr(interaction.user, "id", None)   # discord.py leaves it MISSING when no one sent it
+        lang: str | None = None   # an interaction too malformed to say whose it is: the default language
+        if user is not None:
+            scope = self.scope_of(interaction.guild_id, user)
+            try:
+                lang = await self.app.language_of(scope, str(interaction.channel_id), self.locale_here(interaction))
+            except Exception:   # the database away (why the command failed, too): said in the default language
+                lang = None
+        with using(lang):
+            text = "⚠ " + failure(f"/{command.name}" if command is not None else _("the command"))  # details: logged
         if interaction.response.is_done():
             await interaction.followup.send(text, ephemeral=True)
         else:
             await interaction.response.send_message(text, ephemeral=True)
 
-    async def invoke(self, command: Command, interaction: discord.Interaction, args: dict[str, Any]) -> None:
+    async def invoke(self, command: Command, interaction: discord.Interaction, args: dict[str, Any],
+                     reply_to: str = "") -> None:
+        """Run a slash command (or a message action: ``reply_to`` is the message it was picked on)."""
         user = interaction.user
         reply = InteractionReply(self, interaction)
         attachments: list[Attachment] = []
@@ -404,8 +584,10 @@ class DiscordAdapter(Adapter):
                        text=text, message_id=str(interaction.id), ts=interaction.created_at,
                        attachments=attachments,
                        is_admin=self.is_admin(user, interaction.guild, interaction.permissions),
+                       is_owner=self.is_owner(user),
                        conventions=self.conventions, command=command.name, options=args,
-                       audience=self.audience_here(interaction))
+                       audience=self.audience_here(interaction), reply_to=reply_to,
+                       locale=self.locale_here(interaction))
         await self.app.dispatch(msg, reply)
         await reply.finish()
 
@@ -414,8 +596,8 @@ class DiscordAdapter(Adapter):
 
         async def fetch(reply: Reply) -> Path | None:
             if item.size > self.max_download:
-                await reply.error(f"{item.filename} is {human_size(item.size)}; "
-                                  f"the limit is {human_size(self.max_download)}.")
+                await reply.error(_("{file} is {size}; the limit is {limit}.", file=item.filename,
+                                    size=human_size(item.size), limit=human_size(self.max_download)))
                 return None
             folder = self.app.config.data_dir / "downloads" / "discord" / str(interaction.channel_id)
             folder.mkdir(parents=True, exist_ok=True)
@@ -423,11 +605,17 @@ class DiscordAdapter(Adapter):
             try:
                 await item.save(path)
             except discord.HTTPException as err:
-                await reply.error(f"could not download {item.filename}: {err.status}")
+                await reply.error(_("could not download {file}: {error}", file=item.filename, error=err.status))
                 return None
             return path
 
         return Attachment(item.filename, size=item.size, url=item.url, fetch=fetch)
+
+    @staticmethod
+    def locale_here(interaction: discord.Interaction) -> str:
+        """The member's language when a catalog serves it, else the server's (App.language_of takes it)."""
+        member, server = str(interaction.locale), str(interaction.guild_locale or "")
+        return member if normalize(member) else server
 
     @staticmethod
     def audience_here(interaction: discord.Interaction) -> str:
@@ -435,15 +623,17 @@ class DiscordAdapter(Adapter):
         guild = interaction.guild
         if guild is None:
             return PUBLIC
-        channel = guild.get_channel_or_thread(interaction.channel_id) or interaction.channel
+        channel = ((guild.get_channel_or_thread(interaction.channel_id) if interaction.channel_id is not None
+                    else None) or interaction.channel)
         return audience_of(channel) if channel is not None else str(interaction.channel_id)
 
     # -- running ------------------------------------------------------------------------------
 
     async def connect(self) -> None:
-        await self.client.login(secret(self.cfg.token_env))  # a bad token fails here with LoginFailure
+        await self.client.login(secret(self.cfg.token_env) or "")  # a bad token fails here with LoginFailure
 
     async def run(self, stop: asyncio.Event) -> None:
+        await self.backfill.mark()
         connection = asyncio.create_task(self.client.connect(reconnect=True))
         stopper = asyncio.create_task(stop.wait())
         try:
@@ -462,7 +652,7 @@ async def sync_commands(app: App, guild_id: int | None) -> list[str]:
     """Log in over REST only (no gateway) and publish the commands; returns their names."""
     adapter = DiscordAdapter(app)
     try:
-        await adapter.client.login(secret(adapter.cfg.token_env))
+        await adapter.client.login(secret(adapter.cfg.token_env) or "")
         return await adapter.sync(guild_id)
     finally:
         await adapter.client.close()

@@ -15,7 +15,7 @@ import discord
 from engine.memory.audience import PUBLIC
 
 
-def audience_of(channel: object) -> str:
+def audience_of(channel: discord.abc.Snowflake) -> str:
     if isinstance(channel, (discord.DMChannel, discord.GroupChannel)):
         return PUBLIC
     if isinstance(channel, discord.Thread):

@@ -10,13 +10,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import logging
 import sys
+from typing import Mapping
 
 from engine.config import ConfigError, load_config
-from engine.datadir import check_storage
+from engine.datadir import check_storage, make_private, private_files
 from engine.db import DatabaseUnusable, SchemaTooNew
 from engine.embedder import check_model
 from engine.logsetup import setup_logging
+
+log = logging.getLogger(__name__)
 
 COMMANDS = [
     "bot.cli.run",
@@ -43,8 +47,12 @@ def _accept_global_options(parser: argparse.ArgumentParser) -> None:
                 _accept_global_options(child)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class Parser(argparse.ArgumentParser):
+    subcommands: Mapping[str, argparse.ArgumentParser]   # name -> its parser, whose usage lists its options
+
+
+def build_parser() -> Parser:
+    parser = Parser(
         prog="python -m bot",
         description="A chat bot that remembers conversations in topic worlds and simulates how events unfold.")
     parser.add_argument("--config", metavar="PATH", help=CONFIG_HELP)
@@ -63,14 +71,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.subcommands.get(args.command, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if args.command is None:  # `run` is the default
         args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "run"])
+    private_files()   # chat memory, documents and simulations: the bot's user's only
     try:
         config = load_config(args.config)
         check_storage(config)
-        check_model(config.embedder.model)
+        check_model(config.embedder.model, config.embedder.backend)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     setup_logging(config)
+    for path in make_private(config):
+        log.warning("%s was readable by other users; now it is this user's only", path)
     try:
         return asyncio.run(args.func(args, config)) or 0
     except (ConfigError, SchemaTooNew, DatabaseUnusable) as err:

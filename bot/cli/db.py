@@ -30,7 +30,7 @@ def register(sub) -> None:
 
 
 async def upgrade(args, config) -> int:
-    db = await open_database(config.db_url, upgrade=False)
+    db = await open_database(config.db_url, upgrade=False, settings=config.database)
     try:
         applied = await db.upgrade()
         version = await db.current_version()
@@ -44,7 +44,7 @@ async def upgrade(args, config) -> int:
 
 
 async def current(args, config) -> int:
-    db = await open_database(config.db_url, upgrade=False)
+    db = await open_database(config.db_url, upgrade=False, settings=config.database)
     try:
         version = await db.current_version()
         latest = db.migrations()[-1].version
@@ -82,9 +82,11 @@ async def migrate_to(args, config) -> int:
         if done or not total:   # a table's start says nothing its first batch will not
             print(f"  {table}: {done}/{total} rows", flush=True)
 
-    source = await open_database(config.db_url, upgrade=False)
+    # a copy's statements (its batches, the ANALYZE after it) are bounded by the data, not runaways
+    settings = config.database.model_copy(update={"statement_timeout_s": 0.0})
+    source = await open_database(config.db_url, upgrade=False, settings=settings)
     try:
-        target = await open_database(args.url, upgrade=False)
+        target = await open_database(args.url, upgrade=False, settings=settings)
         try:
             print(f"copying {source.label} into {target.label}", flush=True)
             counts = await copy_database(source, target, args.batch, progress)

@@ -53,7 +53,8 @@ async def run_invite(args, config) -> int:
     point_at(config.discord)
     client = discord.Client(intents=discord.Intents.none())
     try:
-        await client.login(secret(config.discord.token_env))
+        await client.login(secret(config.discord.token_env) or "")   # _token_missing: it is set
+        assert client.application_id is not None  # known once logged in
         print(invite_url(client.application_id))
     finally:
         await client.close()

@@ -1,16 +1,14 @@
 """`report-export SIM_ID [--out DIR]`: write a simulation's exports from the terminal, the same
-files `/report <sim> export` posts (engine.sim.export): trajectory.csv, trajectory.jsonl and
-transcript.md. An unknown simulation, or one that has not run, is one `error:` line and exit 2.
+files `/report <sim> export` posts (engine.sim.report.export, through the simulation service):
+trajectory.csv, trajectory.jsonl and transcript.md (an ensemble's every run, with a run column).
+An unknown simulation, or one that has not run, is one `error:` line and exit 2.
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from engine.db import open_database
-from engine.sim import records
-from engine.sim.export import export_simulation
-from engine.sim.report.stats import platforms_of
+from engine.services import open_services
 
 
 def register(sub) -> None:
@@ -21,19 +19,20 @@ def register(sub) -> None:
 
 
 async def report_export(args, config) -> int:
-    db = await open_database(config.db_url)
+    services = await open_services(config, llm=False)
     try:
-        sim = await records.get(db, args.sim_id)
+        sims = services.sims
+        assert sims is not None  # built with sims=True, open_services' default
+        sim = await sims.get(args.sim_id)
         if sim is None:
             print(f"error: no simulation {args.sim_id}", file=sys.stderr)
             return 2
-        if not platforms_of(sim.folder):
+        if not await sims.ran(sim):
             print(f"error: simulation {args.sim_id} has not run yet: there is nothing to export", file=sys.stderr)
             return 2
-        files = await export_simulation(db, sim.id, sim.folder,
-                                        Path(args.out).expanduser() if args.out else sim.folder / "export")
+        files = await sims.export(sim, Path(args.out).expanduser() if args.out else None)
     finally:
-        await db.close()
+        await services.close()
     for path in (files.csv, files.jsonl, files.transcript):
         print(path)
     return 0

@@ -19,7 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-from bot.cli.memory import close_memory, open_memory
+from bot.cli.memory import open_memory
+from engine.memory import records
 from engine.memory.audience import Viewer
 from engine.memory.importers import ImportFileError, jsonl_objects, read_text
 from engine.memory.models import Belief, Evidence, RecallResult
@@ -117,10 +118,6 @@ def result_text(row: dict) -> str:
     return "\n".join(lines)
 
 
-async def known_scopes(db) -> list[str]:
-    return [r["scope"] for r in await db.fetchall("SELECT DISTINCT scope FROM worlds ORDER BY scope")]
-
-
 async def recall(args, config) -> int:
     if bool(args.query) == bool(args.queries):
         print("error: give either a QUERY or --queries FILE.jsonl", file=sys.stderr)
@@ -133,9 +130,10 @@ async def recall(args, config) -> int:
     if not all(q for _, q in queries):
         print("error: the query is empty", file=sys.stderr)
         return 2
-    db, engine = await open_memory(config)
+    services = await open_memory(config)
+    engine = services.memory
     try:
-        scopes = await known_scopes(db)
+        scopes = await records.scopes(services.db)
         if args.scope not in scopes:
             shown = ", ".join(scopes[:10]) + (", …" if len(scopes) > 10 else "")
             print(f"error: scope {args.scope!r} holds no memory"
@@ -143,12 +141,12 @@ async def recall(args, config) -> int:
                   file=sys.stderr)
             return 2
         viewer = Viewer.operator(args.scope)
-        await engine.embedder.embed([queries[0][1]])  # load the model before timing: "ms" is recall alone
+        await engine.embedder.embed([queries[0][1]], kind="query")  # load the model before timing: "ms" is recall alone
         for qid, query in queries:
             t0 = time.perf_counter()
             result = await engine.recall(viewer, query, args.k)
             row = result_json(qid, query, result, (time.perf_counter() - t0) * 1000)
             print(json.dumps(row, ensure_ascii=False) if args.json else result_text(row), flush=True)
     finally:
-        await close_memory(db, engine)
+        await services.close()
     return 0

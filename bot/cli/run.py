@@ -10,6 +10,7 @@ import asyncio
 import importlib
 import logging
 import signal
+from typing import Any
 
 from bot.adapters.base import Adapter, serve
 from bot.app import App
@@ -31,7 +32,8 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def adapter_class(path: str) -> type[Adapter]:
+def adapter_class(path: str) -> Any:
+    """The chat adapter class ``path`` names (``configured(config)``; built with the app)."""
     module, _, name = path.partition(":")
     return getattr(importlib.import_module(module), name)
 
@@ -80,7 +82,8 @@ async def run(args, config) -> int:
         if tasks:
             stopper = asyncio.create_task(stop.wait())
             adapters = asyncio.gather(*tasks)  # _serve_chat never raises: this ends when all stopped
-            await asyncio.wait([stopper, adapters], return_when=asyncio.FIRST_COMPLETED)
+            either: list[asyncio.Future[Any]] = [stopper, adapters]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
             stopper.cancel()
             if not stop.is_set():
                 log.error("every chat adapter stopped; shutting down")

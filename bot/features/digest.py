@@ -1,27 +1,42 @@
-"""/digest and /settings, and the scheduler that posts digests and merges worlds daily."""
+"""/digest and /settings, and the scheduler that posts digests and merges worlds daily.
+
+``/settings language <code>`` chooses the language the bot writes in to a channel (administrators;
+``auto`` gives the choice back to the platform's locale and ``[bot] language``: App.language_of).
+"""
 from __future__ import annotations
 
-from bot.app import MEMORY_SETTING
-from bot.commands.registry import Arg, CommandContext, UsageError
+from bot.app import LANGUAGE_SETTING, MEMORY_SETTING
+from bot.commands.registry import Arg, CommandContext, UsageError, shown
 from bot.permissions import ADMIN, ByAction
 from bot.scheduler import Scheduler
+from engine import language
+from engine.i18n import LANGUAGES, N_, _, normalize, using
 
+# key -> (what a value looks like, what it does): msgids
 SETTINGS = {
-    "memory": "on|off — remember plain messages of this channel (same as /memory)",
-    "digest_time": "HH:MM — time of this channel's daily digest (turns the digest on)",
-    "timezone": "IANA zone, e.g. Europe/Berlin — time zone of this channel's digest",
+    N_("memory"): (N_("on|off"), N_("remember plain messages of this channel (same as /memory)")),
+    N_("digest_time"): (N_("HH:MM"), N_("time of this channel's daily digest (turns the digest on)")),
+    N_("timezone"): (N_("IANA zone, e.g. Europe/Berlin"), N_("time zone of this channel's digest")),
+    N_("language"): (N_("{languages} or auto"), N_("the language I write in here (auto: the platform's, else the "
+                                               "bot's default)")),
 }
+AUTO = "auto"
+
+
+def _value_hint(key: str) -> str:
+    return _(SETTINGS[key][0], languages=", ".join(LANGUAGES))
 
 
 def _when(sub, scheduler: Scheduler) -> str:
     nxt = scheduler.next_run(sub.scope, sub.channel)
-    tail = f"; next {nxt.strftime('%Y-%m-%d %H:%M %Z')}" if nxt else ""
-    return f"daily at {sub.time} {sub.timezone}{tail}"
+    if nxt:
+        return _("daily at {time} {zone}; next {next}", time=sub.time, zone=sub.timezone,
+                 next=nxt.strftime("%Y-%m-%d %H:%M %Z"))
+    return _("daily at {time} {zone}", time=sub.time, zone=sub.timezone)
 
 
 def setup(app) -> None:
-    scheduler = Scheduler(app)
-    app.services["scheduler"] = scheduler
+    app.scheduler = scheduler = Scheduler(app)
     reg = app.commands
 
     async def start() -> None:
@@ -34,11 +49,11 @@ def setup(app) -> None:
     app.on_stop.append(stop)
     app.on_ready.append(scheduler.catch_up)
 
-    @reg.command("digest", "Daily digest of this channel: on [HH:MM] [zone], off, now, or status", [
-        Arg("action", "on, off, now or status", type="choice", choices=("on", "off", "now", "status"),
-            required=False),
-        Arg("time", "HH:MM for on (default from config)", required=False),
-        Arg("timezone", "IANA time zone for on, e.g. Europe/Berlin", required=False),
+    @reg.command("digest", N_("Daily digest of this channel: on [HH:MM] [zone], off, now, or status"), [
+        Arg("action", N_("on, off, now or status"), type="choice",
+            choices=(N_("on"), N_("off"), N_("now"), N_("status")), required=False),
+        Arg("time", N_("HH:MM for on (default from config)"), required=False),
+        Arg("timezone", N_("IANA time zone for on, e.g. Europe/Berlin"), required=False),
     ], permission=ByAction("action", {"on": ADMIN, "off": ADMIN}), group="digest")
     async def digest(ctx: CommandContext) -> None:
         action = ctx.args.get("action") or "status"
@@ -48,21 +63,22 @@ def setup(app) -> None:
                 sub = await scheduler.subscribe(scope, channel, ctx.args.get("time"), ctx.args.get("timezone"))
             except ValueError as err:
                 raise UsageError(str(err)) from None
-            await ctx.reply.send(f"Digest on: {_when(sub, scheduler)}.")
+            await ctx.reply.send(_("Digest on: {when}.", when=_when(sub, scheduler)))
         elif action == "off":
             done = await scheduler.unsubscribe(scope, channel)
-            await ctx.reply.send("Digest off." if done else "This channel had no digest.")
+            await ctx.reply.send(_("Digest off.") if done else _("This channel had no digest."))
         elif action == "now":
             if not await scheduler.post_digest(scope, channel):
-                await ctx.reply.error("could not post the digest here.")
+                await ctx.reply.error(_("could not post the digest here."))
         else:
-            sub = await scheduler.subscription(scope, channel)
-            await ctx.reply.send(f"Digest {_when(sub, scheduler)}." if sub else
-                                 "No digest here. /digest on [HH:MM] [time zone] starts one.")
+            current = await scheduler.subscription(scope, channel)
+            await ctx.reply.send(_("Digest {when}.", when=_when(current, scheduler)) if current else
+                                 _("No digest here. /digest on [HH:MM] [time zone] starts one."))
 
-    @reg.command("settings", "Show or change this chat's settings (memory, digest time, time zone)", [
-        Arg("key", "memory, digest_time or timezone", type="choice", choices=tuple(SETTINGS), required=False),
-        Arg("value", "the new value", required=False),
+    @reg.command("settings", N_("Show or change this chat's settings (memory, digest time, time zone, language)"), [
+        Arg("key", N_("memory, digest_time, timezone or language"), type="choice", choices=tuple(SETTINGS),
+            required=False),
+        Arg("value", N_("the new value"), required=False),
     ], permission=ADMIN, group="digest")
     async def settings(ctx: CommandContext) -> None:
         key, value = ctx.args.get("key"), (ctx.args.get("value") or "").strip()
@@ -70,8 +86,18 @@ def setup(app) -> None:
         if key and value:
             if key == "memory":
                 if value.lower() not in ("on", "off"):
-                    raise UsageError("memory is on or off")
+                    raise UsageError(_("memory is on or off"))
                 await ctx.app.set_setting(scope, channel, MEMORY_SETTING, value.lower())
+            elif key == "language":
+                chosen = AUTO if value.lower() == AUTO else normalize(value)
+                if chosen is None:
+                    raise UsageError(_("I do not speak {value}: {languages}, or auto (the platform's language).",
+                                       value=shown(value), languages=", ".join(LANGUAGES)))
+                await ctx.app.set_setting(scope, channel, LANGUAGE_SETTING, chosen)
+                with using(await ctx.app.language_of(scope, channel, ctx.message.locale)):   # said in the new one
+                    await ctx.reply.send(_("language set: {value}.", value=chosen if chosen == AUTO else
+                                           f"{chosen} ({language.name(chosen, chosen)})"))
+                return
             else:
                 try:
                     sub = await scheduler.subscribe(
@@ -79,14 +105,23 @@ def setup(app) -> None:
                 except ValueError as err:
                     raise UsageError(str(err)) from None
                 value = _when(sub, scheduler)
-            await ctx.reply.send(f"{key} set: {value}.")
+            await ctx.reply.send(_("{key} set: {value}.", key=key, value=value))
             return
         if key:
-            raise UsageError(f"give a value: /settings {key} <{SETTINGS[key].split(' — ')[0]}>")
+            raise UsageError(_("give a value: /settings {key} <{hint}>", key=key, hint=_value_hint(key)))
         memory = await ctx.app.get_setting(scope, channel, MEMORY_SETTING, "on")
-        sub = await scheduler.subscription(scope, channel)
-        lines = [f"memory: {memory}", f"digest: {_when(sub, scheduler) if sub else 'off'}",
-                 "Change one with /settings <key> <value>:"]
-        lines += [f"  {k}: {v}" for k, v in SETTINGS.items()]
+        chosen = await ctx.app.get_setting(scope, channel, LANGUAGE_SETTING, AUTO)
+        speaking = await ctx.app.language_of(scope, channel, ctx.message.locale)
+        current = await scheduler.subscription(scope, channel)
+        lines = [f"memory: {_(memory or 'on')}"]
+        if ctx.app.remembers:
+            away = await ctx.app.memory.opted_out(scope)
+            mine = any(o.author_id == ctx.message.author_id for o in away)
+            lines.append(_("members who turned memory off for themselves here (/memory off me): {n}", n=len(away))
+                         + (_(" (you among them)") if mine else ""))
+        lines += ["digest: " + (_when(current, scheduler) if current else _("off")),
+                  f"language: {chosen} → {language.name(speaking, speaking)}",
+                  _("Change one with /settings <key> <value>:")]
+        lines += [f"  {k}: {_value_hint(k)} — {_(does)}" for k, (_hint, does) in SETTINGS.items()]
         await ctx.reply.send("\n".join(lines))
 

@@ -14,12 +14,18 @@ back with both ``row[0]`` and ``row["name"]``.
 """
 from __future__ import annotations
 
+import asyncio
+import logging
 from abc import ABC, abstractmethod
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from engine.db.migrations import Migration, discover_migrations
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+OUTAGE_FIRST_WAIT_S, OUTAGE_MAX_WAIT_S = 0.5, 10.0
 
 
 class SchemaTooNew(Exception):
@@ -56,6 +62,41 @@ class Database(ABC):
 
     @abstractmethod
     def transaction(self) -> AbstractAsyncContextManager: ...
+
+    def unreachable(self, err: BaseException) -> bool:
+        """Whether ``err`` says the database cannot be reached right now (a server restarting, a
+        connection cut off) rather than that a statement failed: work that hit it is worth doing
+        again, unchanged, once the database is back. A file (SQLite) has no such state: one it
+        cannot use is refused at start."""
+        return False
+
+    async def outlasting(self, call: Callable[[], Awaitable[T]], what: str, within: float | None = None) -> T:
+        """``call()``, called again while it fails because the database cannot be reached (with a
+        growing pause, at most ``OUTAGE_MAX_WAIT_S``): what must not be lost waits for the
+        database instead. Any other failure raises at once; so does the last unreachable one once
+        the wait has lasted ``within`` seconds (None: no bound). One warning per wait (the tries
+        after it at DEBUG), one line when the database is back."""
+        wait, waited = OUTAGE_FIRST_WAIT_S, False
+        deadline = None if within is None else asyncio.get_running_loop().time() + within
+        while True:
+            try:
+                result = await call()
+                if waited:
+                    log.info("the database is back; %s went on", what)
+                return result
+            except Exception as err:
+                if not self.unreachable(err):
+                    raise
+                left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+                if left is not None and left <= 0:
+                    log.warning("the database could not be reached for %.0f s; %s gave up waiting", within, what)
+                    raise
+                log.log(logging.DEBUG if waited else logging.WARNING,
+                        "the database cannot be reached (%s); %s wait%s for it, again in %.1f s",
+                        type(err).__name__, what, "" if what.endswith("s") else "s", wait)
+                waited = True
+            await asyncio.sleep(wait if left is None else min(wait, left))
+            wait = min(wait * 2, OUTAGE_MAX_WAIT_S)
 
     @abstractmethod
     async def has_table(self, name: str) -> bool: ...

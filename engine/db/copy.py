@@ -25,6 +25,9 @@ BATCH_ROWS = 1000
 # Tables written by the triggers of other tables (the scope stamps): copied last, replacing what
 # the triggers wrote while their tables were copied, so they hold the source's values.
 TRIGGER_WRITTEN = ("memory_scope_stamps",)
+# Tables only PostgreSQL has, filled by the triggers of the tables copied: the full-text
+# statistics FTS5 keeps inside its own index on SQLite (migrations/postgresql/0026).
+TARGET_ONLY = ("memory_search_stats",)
 _INTEGER = {"bigint", "integer", "smallint"}
 _FLOAT = {"double precision", "real"}
 
@@ -100,7 +103,7 @@ async def _source_tables(source: Database) -> set[str]:
 
 async def plan_tables(source: Database, target: Database) -> list[TablePlan]:
     """What to copy, in an order that puts every referenced table before those that reference it."""
-    names = [t for t in await target_tables(target) if t != "schema_version"]
+    names = [t for t in await target_tables(target) if t != "schema_version" and t not in TARGET_ONLY]
     missing = sorted((await _source_tables(source)) - set(names) - {"schema_version"})
     if missing:
         raise CopyRefused(f"the target schema lacks the SQLite tables {', '.join(missing)}; "
@@ -113,9 +116,11 @@ async def plan_tables(source: Database, target: Database) -> list[TablePlan]:
     for table in names:
         mine = [c for c in cols if c["table_name"] == table]
         source_cols = {r["name"] for r in await source.fetchall(f'PRAGMA table_info("{table}")')}
-        lacking = [c["column_name"] for c in mine if c["column_name"] not in source_cols and c["column_name"] != "rowid"]
+        lacking = [c["column_name"] for c in mine
+                   if c["column_name"] not in source_cols and c["column_name"] != "rowid"]
         if lacking:
-            raise CopyRefused(f"the SQLite table {table} lacks the columns {', '.join(lacking)}; the two schemas differ")
+            raise CopyRefused(f"the SQLite table {table} lacks the columns {', '.join(lacking)}; "
+                              "the two schemas differ")
         plans[table] = TablePlan(
             table,
             [Column(c["column_name"], c["udt_name"] if c["data_type"] == "USER-DEFINED" else c["data_type"],

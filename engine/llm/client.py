@@ -10,7 +10,7 @@
   validation errors.
 - ``chat(messages)`` returns the text; ``complete(messages, tools=...)`` the raw assistant
   message (tool calls included) for agents that call tools natively.
-- 429, 5xx, timeouts and connection errors are retried with backoff (tenacity) honouring
+- 429, 5xx, timeouts, connection errors and answers that are no JSON are retried with backoff (tenacity) honouring
   Retry-After; the openai client's own retries are off so there is one policy. While a person
   waits for the answer (``person_waiting()``: /ask, /interview) the retries are
   ``[llm] interactive_retries`` with at most a second between them, so a dead endpoint is
@@ -20,8 +20,12 @@
   placeholders, names not in the source; see ``content_checks``): an answer that fails is asked
   again with the problems; when it still fails, a check that names an item list keeps the good
   items and drops the bad ones (one persona), otherwise the answer is refused (one chunk).
-- Tokens and estimated cost are counted per job and per scope; budget caps raise
-  BudgetExceeded, a JobError, so the job stops with a message.
+- An answer in another language than asked (``chat(language=...)``, ``ContentChecks.language``;
+  engine.language) is asked again once (``chat``) or within the validation retries
+  (``structured``), with the correction; one still in another language is kept, logged.
+- Tokens and estimated cost are counted per job (or, for work that is not a job, per
+  ``activity``), scope and person (engine.llm.usage); budget caps raise BudgetExceeded, a
+  JobError, so the job stops with a message.
 """
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ import email.utils
 import json
 import logging
 import time
-from typing import Any, Sequence, TypeVar
+from typing import Any, Sequence, TypeVar, cast
 
 import openai
 from openai import AsyncOpenAI
@@ -40,14 +44,19 @@ from openai.types.chat import ChatCompletion, ChatCompletionMessage
 from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
+from engine import language as languages
 from engine.config import LLMSection, secret
 from engine.db import Database
+from engine.i18n import _
 from engine.llm.content_checks import ContentChecks
 from engine.llm.errors import InvalidAnswer, LLMError, LLMNotConfigured, RequestRejected
 from engine.llm.failures import describe
 from engine.llm.modes import LADDERS, ModeMemory, refusal, rejects_format, weaker
 from engine.llm.schema import coerce, parse_answer, schema_instruction, schema_name, strict_schema
 from engine.llm.usage import Usage, UsageLedger
+from engine.offload import run_cpu
+from engine.trust import Trust
+from engine.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +78,10 @@ def person_waiting():
 
 
 def _transient(err: BaseException) -> bool:
+    # an answer that is no JSON at all (a proxy's error page sent with 200) is a flapping
+    # endpoint too: the openai client lets json's error out of its parsing
     return isinstance(err, (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
-                            openai.APIConnectionError)) or (
+                            openai.APIConnectionError, json.JSONDecodeError)) or (
         isinstance(err, openai.APIStatusError) and err.status_code >= 500)
 
 
@@ -109,16 +120,17 @@ class _Backoff:
 
 
 class LLMClient:
-    def __init__(self, config: LLMSection, db: Database | None = None, *, api_key: str | None = None):
+    def __init__(self, config: LLMSection, db: Database | None = None, *, api_key: str | None = None,
+                 trust: Trust | None = None):
         if not config.configured:
-            raise LLMNotConfigured("no LLM is configured: set [llm] base_url in config.toml")
+            raise LLMNotConfigured(_("no LLM is configured: set [llm] base_url in config.toml"))
         self.config = config
         self.base_url = config.base_url.rstrip("/")
         key = api_key or secret(config.api_key_env) or "not-needed"  # local servers take any key
         self._client = AsyncOpenAI(base_url=self.base_url, api_key=key, timeout=config.timeout_s,
                                    max_retries=0)
         self._slots = asyncio.Semaphore(config.max_concurrency)
-        self.usage = UsageLedger(config, db)
+        self.usage = UsageLedger(config, db, trust)
         self.modes = ModeMemory(self.base_url, db)
 
     async def close(self) -> None:
@@ -134,27 +146,51 @@ class LLMClient:
         learnt = await self.modes.get(model)
         return learnt if learnt in ladder else ladder[0]
 
-    async def job_usage(self, job: str) -> Usage:
+    def may_spend(self, scope: str) -> bool:
+        """Whether requests for ``scope`` may be made at all (not in a stranger's direct message)."""
+        return self.usage.spends_in(scope)
+
+    async def job_usage(self, job: str | None) -> Usage:
         return await self.usage.for_job(job)
 
     # -- public API ----------------------------------------------------------------------
 
     async def chat(self, messages: Messages, *, fast: bool = False, job: str | None = None,
-                   scope: str | None = None, tools: list[dict] | None = None, **kwargs: Any) -> str:
-        message = await self.complete(messages, fast=fast, job=job, scope=scope, tools=tools, **kwargs)
-        return message.content or ""
+                   scope: str | None = None, tools: list[dict] | None = None, activity: str | None = None,
+                   language: str | None = None, **kwargs: Any) -> str:
+        """``job``: the background job the request is for (its caps hold); work that is not a job
+        names its ``activity`` instead ('memory.ask'), under which its usage is filed.
+        ``language``: the language the messages ask the answer in (engine.language): an answer
+        surely in another is asked again once with the correction, and the second answer is
+        kept whatever its language."""
+        message = await self.complete(messages, fast=fast, job=job, scope=scope, tools=tools, activity=activity,
+                                      **kwargs)
+        text = message.content or ""
+        if language is None or not text.strip() or message.tool_calls:
+            return text
+        found = await run_cpu(languages.other_than, text, language)
+        if found is None:
+            return text
+        log.info("an answer came in %s where %s was asked: asked again", found, language)
+        again = await self.complete([*messages, {"role": "assistant", "content": text[:4000]},
+                                     {"role": "user", "content": f"You wrote that in {languages.named(found)}. "
+                                                                 "Write the same answer in "
+                                                                 f"{languages.named(language)}, nothing else."}],
+                                    fast=fast, job=job, scope=scope, tools=tools, activity=activity, **kwargs)
+        return again.content or text
 
     async def complete(self, messages: Messages, *, tools: list[dict] | None = None, fast: bool = False,
-                       job: str | None = None, scope: str | None = None, **kwargs: Any) -> ChatCompletionMessage:
+                       job: str | None = None, scope: str | None = None, activity: str | None = None,
+                       **kwargs: Any) -> ChatCompletionMessage:
         """One chat completion; returns the assistant message with any tool calls."""
         if tools:
             kwargs["tools"] = tools
-        response = await self._request(list(messages), self.model_name(fast), job, scope, **kwargs)
+        response = await self._request(list(messages), self.model_name(fast), job, scope, activity, **kwargs)
         return response.choices[0].message
 
     async def structured(self, model_cls: type[T], messages: Messages, *, fast: bool = False,
                          job: str | None = None, scope: str | None = None, repair: bool = True,
-                         checks: ContentChecks | None = None, **kwargs: Any) -> T:
+                         checks: ContentChecks | None = None, activity: str | None = None, **kwargs: Any) -> T:
         """Ask for an answer that validates as ``model_cls`` and passes ``checks`` and return it.
         ``repair`` False: broken or truncated JSON is not mended but asked again like any invalid answer."""
         model = self.model_name(fast)
@@ -167,7 +203,7 @@ class LLMClient:
             mode = await self.mode_for(model)
             try:
                 response = await self._request(self._with_format(history, model_cls, mode), model, job, scope,
-                                               **self._format_args(model_cls, mode), **kwargs)
+                                               activity, **self._format_args(model_cls, mode), **kwargs)
             except RequestRejected as err:
                 fallback = weaker(mode, self.config.json_mode)
                 if fallback is not None and rejects_format(err.cause):
@@ -185,9 +221,11 @@ class LLMClient:
                 errors = _describe(err)
                 # items broken in shape (the last one of a cut-off answer) fail alone, like bad content
                 if isinstance(err, ValidationError) and (salvaged := checks.without_broken_items(model_cls, data, err)):
-                    candidates.append((salvaged, checks.problems(salvaged)))
+                    candidates.append((cast(T, salvaged), checks.problems(salvaged)))
             else:
                 problems = checks.problems(value) + (checks.cut_values(value, cut) if cut else [])
+                if not problems and checks.language is not None:
+                    problems = await run_cpu(checks.language_problems, value)
                 if not problems:
                     return value
                 candidates.append((value, problems))
@@ -198,14 +236,20 @@ class LLMClient:
                        {"role": "user", "content": f"That answer was not valid: {errors}.{note} "
                                                    "Reply again with the complete, corrected JSON object only."}]
             log.info("invalid structured answer for %s: %s", model_cls.__name__, errors)
+        soft = [value for value, problems in candidates if problems and all(p.soft for p in problems)]
+        if soft:   # whole, only not as asked (its language): better than none
+            log.warning("%s: kept after %d tries with: %s", model_cls.__name__, attempt, errors)
+            return soft[-1]
         kept = [k for c in candidates if (k := checks.keep_good(*c)) is not None]
         if kept:  # the answer that keeps the most items
             best = max(kept, key=lambda k: sum(len(getattr(k[0], items)) for items in checks.items))
-            log.warning("%s: dropped %d unusable item(s) after %d tries (%s)", model_cls.__name__, best[1],
-                        attempt, errors)
-            return best[0]
-        raise InvalidAnswer(f"the LLM gave no valid {model_cls.__name__} after "
-                            f"{self.config.validation_retries + 1} tries (last problem: {errors})")
+            log.warning("%s: dropped %d unusable item(s) after %d tries", model_cls.__name__, best[1], attempt)
+            log.info("%s: the last answer's problems: %s", model_cls.__name__, errors)   # they quote the content
+            return cast(T, best[0])
+        raise InvalidAnswer(plural(self.config.validation_retries + 1,
+                                   "the LLM gave no valid {answer} after {n} try (last problem: {problem})",
+                                   "the LLM gave no valid {answer} after {n} tries (last problem: {problem})",
+                                   answer=model_cls.__name__, problem=errors))
 
     # -- internals -----------------------------------------------------------------------
 
@@ -232,7 +276,7 @@ class LLMClient:
         return [{"role": "system", "content": instruction}, *history]
 
     async def _request(self, messages: list[dict], model: str, job: str | None, scope: str | None,
-                       **kwargs: Any) -> ChatCompletion:
+                       activity: str | None = None, **kwargs: Any) -> ChatCompletion:
         await self.usage.check(job, scope)
         kwargs.setdefault("temperature", self.config.temperature)
         kwargs.setdefault("max_tokens", self.config.max_tokens)
@@ -257,7 +301,8 @@ class LLMClient:
                 with attempt:
                     async with self._slots:
                         response = await self._client.chat.completions.create(
-                            model=model, messages=messages, **kwargs)
+                            model=model, messages=messages,  # type: ignore[arg-type]  # dicts of their shape
+                            **kwargs)
         except openai.AuthenticationError as err:
             raise LLMError(describe(err, self.base_url, key_env=self.config.api_key_env)) from None
         except Exception as err:
@@ -267,9 +312,9 @@ class LLMClient:
                 raise LLMError(describe(err, self.base_url, tries=tries, timeout_s=self.config.timeout_s)) from None
             raise
         if not response.choices:
-            raise LLMError("the LLM endpoint answered without any choices")
+            raise LLMError(_("the LLM endpoint answered without any choices"))
         prompt, completion = _tokens(response, messages)
-        await self.usage.record(model, prompt, completion, job, scope)
+        await self.usage.record(model, prompt, completion, job, scope, activity=activity)
         return response
 
 

@@ -11,10 +11,21 @@ A step declares, with paths into its pydantic model, what its answer must hold:
   ``?``), not a placeholder ("N/A", "string", "TODO", "..."), no truncation marker ("..." or
   "…" at the end or glued to a word, "oops"-style junk), no cut-off last word.
 - ``names``: names that must occur in ``source`` (whole, or every word of them).
+- Every answer, whatever it declares: no string anywhere in it may be a piece of the JSON schema
+  it was asked with (a JSON pointer such as ``#/$defs/SectionPlan``, ``$ref``, a schema object),
+  and no declared text may be a model's name or its own field's name echoed back as content (a
+  section titled "SectionPlan", a title that reads "title"; a name field may hold "name"). Small
+  models copy the schema they are shown.
 - ``items``: the top-level lists whose elements pass or fail one by one: when the answer still
   fails after the retries, the bad elements are dropped and the good ones kept (one persona
   fails, not the batch; one entity or relation, not the chunk). A problem outside them, or
   nothing good left, fails the whole answer.
+
+- ``language``: the language the declared ``texts`` were asked in (engine.language): an answer
+  whose texts, read together, are surely in another is asked again; the problem is soft: when
+  the retries do not fix it, the answer is kept rather than refused (a useful answer in the
+  wrong language beats none). Read by ``language_problems``, apart, because the detector is CPU
+  work the client runs off the event loop.
 
 ``[]`` in a path walks every element of a list. ``LLMClient.structured(..., checks=...)`` runs
 the checks after validation and asks again with the problems; see ``engine.llm.client``.
@@ -27,12 +38,16 @@ from typing import Any, Iterator
 
 from pydantic import BaseModel, ValidationError
 
+from engine import language as languages
+
 PLACEHOLDERS = {"n/a", "na", "none", "null", "nil", "string", "str", "todo", "tbd", "tba", "placeholder",
                 "...", "…", "xxx", "xxxx", "lorem ipsum", "example", "text", "your text here", "undefined",
                 "-", "--", "?"}
 _JUNK = re.compile(r"\boops\b|(?:\.\.\.|…)(?=\w)|lorem ipsum|\basdf", re.I)
 _CUT_END = re.compile(r"(?:\.\.\.|…|\[…\]|\[\.\.\.\])\s*$")
 _WORD = re.compile(r"[^\W\d_]+")
+# Pieces of a JSON schema: a JSON pointer into it, its keywords, one of its objects.
+_SCHEMA_PIECE = re.compile(r"#/|\$defs\b|\$ref\b|\$schema\b|[{,]\s*\"(?:type|properties|required|items|title)\"\s*:")
 
 
 @dataclass(frozen=True)
@@ -40,6 +55,7 @@ class Problem:
     path: str        # "personas[2].bio"
     message: str     # "is cut off ('Organizat')"
     item: tuple[str, int] | None = None   # (items list, index) when the problem is inside one
+    soft: bool = False   # the answer is kept with it when the retries do not fix it
 
     def __str__(self) -> str:
         return f"{self.path} {self.message}"
@@ -62,6 +78,35 @@ def text_problem(text: str, optional: bool = False) -> str | None:
     if len(last) >= 3 and any(len(w) > len(last) and w.lower().startswith(last.lower()) for w in words[:-1]):
         return f"ends in a cut-off word ({last!r})"
     return None
+
+
+def schema_problem(text: str) -> str | None:
+    """What is wrong with a value that is a piece of a JSON schema rather than content, or None."""
+    piece = _SCHEMA_PIECE.search(text or "")
+    if piece:
+        return f"is a piece of the JSON schema ({text.strip()[:40]!r}), not content"
+    return None
+
+
+def _ident(text: str) -> str:
+    """A name folded for comparison: 'SectionPlan', 'section_plan' and 'Section plan' are one."""
+    return re.sub(r"[\W_]+", "", (text or "").lower())
+
+
+def model_names(model_cls: type[BaseModel]) -> set[str]:
+    """The names of the models in ``model_cls``'s JSON schema (its own and its parts'), folded by
+    ``_ident``: 'SectionPlan' for a report outline's sections."""
+    schema = model_cls.model_json_schema()
+    names = {_ident(name) for name in schema.get("$defs", {})} | {_ident(schema.get("title", ""))}
+    names.discard("")
+    return names
+
+
+def _echoes_own_field(path: str, text: str) -> bool:
+    """Whether ``text`` is the name of the field it fills ("title" as a title). A field that holds
+    a name is exempt: an entity type may well have an attribute called "name"."""
+    field = _ident(path.rsplit(".", 1)[-1].split("[")[0])
+    return field != "name" and _ident(text) == field
 
 
 def _norm(text: str) -> str:
@@ -103,12 +148,29 @@ def walk(data: Any, path: str) -> Iterator[tuple[str, Any]]:
     yield from go(data, 0, "")
 
 
+def strings(data: Any, where: str = "") -> Iterator[tuple[str, str]]:
+    """(path, value) for every string in plain data, keys excluded."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from strings(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(data, list):
+        for n, value in enumerate(data):
+            yield from strings(value, f"{where}[{n}]")
+    elif isinstance(data, str):
+        yield where, data
+
+
 @dataclass(frozen=True)
 class ContentChecks:
     texts: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
     source: str = ""
     items: tuple[str, ...] = ()
+    language: str | None = None
+
+    def in_language(self, lang: str) -> "ContentChecks":
+        """These checks with the language the texts were asked in."""
+        return replace(self, language=lang)
 
     def for_source(self, source: str) -> "ContentChecks":
         """These checks with the text that names must occur in."""
@@ -126,36 +188,44 @@ class ContentChecks:
 
     def problems(self, value: BaseModel | dict) -> list[Problem]:
         data = value.model_dump() if isinstance(value, BaseModel) else value
-        found: list[Problem] = []
+        found: list[Problem] = [self.problem(where, why) for where, text in strings(data)
+                                if (why := schema_problem(text))]
+        models = model_names(type(value)) if isinstance(value, BaseModel) else set()
         for spec in self.texts:
             optional = spec.endswith("?")
             for where, text in walk(data, spec.rstrip("?")):
-                if isinstance(text, str) and (why := text_problem(text, optional)):
+                if not isinstance(text, str) or schema_problem(text):
+                    continue
+                if why := text_problem(text, optional):
                     found.append(self.problem(where, why))
+                elif _ident(text) in models or _echoes_own_field(where, text):
+                    found.append(self.problem(where, f"is a name from the answer's schema ({text.strip()[:40]!r}), "
+                                                     "not content"))
         for spec in self.names:
             for where, name in walk(data, spec):
                 if isinstance(name, str) and not name_in(name, self.source):
                     found.append(self.problem(where, f"names {name[:60]!r}, which the source does not mention"))
         return found
 
+    def language_problems(self, value: BaseModel | dict) -> list[Problem]:
+        """A soft problem when the declared texts, read together, are surely in another language
+        than ``language``. Blocking (the detector)."""
+        if self.language is None:
+            return []
+        data = value.model_dump() if isinstance(value, BaseModel) else value
+        text = "\n".join(t for spec in self.texts for _, t in walk(data, spec.rstrip("?")) if isinstance(t, str))
+        found = languages.other_than(text, self.language)
+        if found is None:
+            return []
+        return [Problem("the answer", f"is written in {languages.named(found)}, not in "
+                                      f"{languages.named(self.language)} as asked", soft=True)]
+
     def cut_values(self, value: BaseModel | dict, fragment: str) -> list[Problem]:
         """Problems for the string values that are ``fragment``: the text a cut-off answer ended in."""
         data = value.model_dump() if isinstance(value, BaseModel) else value
         frag = fragment.strip()
-        found = []
-
-        def visit(node: Any, where: str) -> None:
-            if isinstance(node, dict):
-                for k, v in node.items():
-                    visit(v, f"{where}.{k}" if where else k)
-            elif isinstance(node, list):
-                for n, v in enumerate(node):
-                    visit(v, f"{where}[{n}]")
-            elif isinstance(node, str) and frag and node.strip() == frag:
-                found.append(self.problem(where, f"is cut off where the answer ended ({frag[-30:]!r})"))
-
-        visit(data, "")
-        return found
+        return [self.problem(where, f"is cut off where the answer ended ({frag[-30:]!r})")
+                for where, text in strings(data) if frag and text.strip() == frag]
 
     def without_broken_items(self, model_cls: type[BaseModel], data: Any, err: ValidationError) -> BaseModel | None:
         """``data`` validated without the item-list elements the validation errors lie in (the

@@ -95,7 +95,7 @@ class ModeMemory:
 
     async def _load(self) -> None:
         async with self._lock:
-            if self._loaded:
+            if self._loaded or self.db is None:   # no database: nothing stored to read
                 return
             rows = await self.db.fetchall("SELECT model, mode FROM llm_modes WHERE endpoint=?", (self.endpoint,))
             for row in rows:

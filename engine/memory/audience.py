@@ -22,11 +22,21 @@ from dataclasses import dataclass
 import aiosqlite
 
 from engine.db import Database
+from engine.memory import records
 from engine.memory.beliefs import fold_duplicates
 from engine.memory.models import iso, utcnow
 from engine.memory.topics import initial_topic
 
 PUBLIC = ""
+
+
+
+def message_audience(row: str = "m") -> str:
+    """The audience a message row (alias ``row``, its world ``w`` LEFT JOINed) is read under: its
+    world's, or, while it is pending (stored, not yet embedded and routed: engine.memory.pending),
+    the audience stored on the row itself (migration 0032). Every query that may return pending
+    messages filters by it."""
+    return f"coalesce(w.audience, {row}.audience)"
 
 
 @dataclass(frozen=True)
@@ -76,13 +86,17 @@ async def record(conn: aiosqlite.Connection, scope: str, channel: str, audience:
 
 
 async def rename_provisionally(conn: aiosqlite.Connection, world_id: str) -> None:
-    """Name a world after its oldest remaining message until topic naming runs again, so a name
-    drawn from messages that moved to another audience does not outlive them."""
-    async with conn.execute("SELECT text FROM memory_messages WHERE world_id=? ORDER BY id LIMIT 1",
-                            (world_id,)) as cur:
-        row = await cur.fetchone()
-    if row is not None:
-        await conn.execute("UPDATE worlds SET topic=?, topic_size=0 WHERE id=?", (initial_topic(row["text"]), world_id))
+    """Name a world after its oldest remaining message (or, holding none, its oldest remaining
+    belief) until topic naming runs again, so a name drawn from messages that moved to another
+    audience, or were forgotten, does not outlive them."""
+    text = await records.oldest_text(conn, world_id)
+    if text is None:
+        async with conn.execute("SELECT subject || ' ' || predicate || ' ' || object AS text FROM beliefs "
+                                "WHERE world_id=? ORDER BY id LIMIT 1", (world_id,)) as cur:
+            row = await cur.fetchone()
+        text = row["text"] if row is not None else None
+    if text is not None:
+        await records.set_topic(conn, world_id, initial_topic(text))
 
 
 async def move_beliefs(conn: aiosqlite.Connection, scope: str, moved: dict[int, str]) -> set[str]:
@@ -115,9 +129,9 @@ async def move_beliefs(conn: aiosqlite.Connection, scope: str, moved: dict[int, 
         await conn.execute("UPDATE beliefs SET sources=? WHERE id=?", (json.dumps(staying), b["id"]))
         await conn.execute(
             "INSERT INTO beliefs(scope, world_id, subject, predicate, object, norm_key, norm_object, confidence,"
-            " sources, learned_at, valid_from, invalid_at, decayed_at, embedding) "
+            " sources, learned_at, valid_from, invalid_at, decayed_at, embedding, search_terms) "
             "SELECT scope, ?, subject, predicate, object, norm_key, norm_object, confidence, ?, learned_at,"
-            " valid_from, invalid_at, decayed_at, embedding FROM beliefs WHERE id=?",
+            " valid_from, invalid_at, decayed_at, embedding, search_terms FROM beliefs WHERE id=?",
             (target, json.dumps(going), b["id"]))
     if whole:
         # A supersession link must not point from one audience into another.

@@ -11,6 +11,10 @@ history.
 
 A belief lands in the world holding most of its source messages (``store``); the latest
 source's world breaks a tie, so one extraction call can serve messages of many worlds.
+
+Confidence decays with a half-life (``decay``); a belief decayed below the floor is retired
+(``retire``): kept as history, out of recall, /world, maturity and digests (``in_recall``, the one
+rule every query of current beliefs uses). Seen again, a retired belief is current again.
 """
 from __future__ import annotations
 
@@ -19,17 +23,24 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import aiosqlite
 import numpy as np
 
 from engine.db import Database
-from engine.memory.models import Belief, iso, parse_ts, to_blob
+from engine.memory import chattext, records
+from engine.memory.models import Belief, belief_text, iso, parse_ts, to_blob
 
 _PUNCT = re.compile(r"[^\w\s]+", re.UNICODE)
 
 BELIEF_COLUMNS = ("id, world_id, subject, predicate, object, confidence, sources, learned_at, "
-                  "valid_from, invalid_at, superseded_by")
+                  "valid_from, invalid_at, superseded_by, retired_at")
+
+
+def in_recall(alias: str = "") -> str:
+    """The SQL condition of a current belief (neither superseded nor retired); ``alias``: 'b.'."""
+    return f"{alias}invalid_at IS NULL AND {alias}retired_at IS NULL"
 
 
 def norm(text: str) -> str:
@@ -50,9 +61,14 @@ class NewBelief:
     exclusive: bool
     sources: list[int]            # memory_messages ids
     valid_from: datetime
+    terms: str = ""               # its search tokens (chattext.belief_terms; ``fit`` fills them)
 
     def text(self) -> str:
-        return f"{self.subject} {self.predicate} {self.object}"
+        return belief_text(self.subject, self.predicate, self.object)
+
+    def fit(self) -> None:
+        """Compute its search tokens (CPU work: run it off the event loop)."""
+        self.terms = chattext.belief_terms(self.subject, self.predicate, self.object)
 
 
 def belief_from_row(row) -> Belief:
@@ -61,7 +77,7 @@ def belief_from_row(row) -> Belief:
         object=row["object"], confidence=row["confidence"], sources=json.loads(row["sources"]),
         learned_at=parse_ts(row["learned_at"]), valid_from=parse_ts(row["valid_from"]),
         invalid_at=parse_ts(row["invalid_at"]) if row["invalid_at"] else None,
-        superseded_by=row["superseded_by"])
+        superseded_by=row["superseded_by"], retired_at=parse_ts(row["retired_at"]) if row["retired_at"] else None)
 
 
 async def apply(conn: aiosqlite.Connection, scope: str, world_id: str, beliefs: list[NewBelief],
@@ -84,8 +100,8 @@ async def apply(conn: aiosqlite.Connection, scope: str, world_id: str, beliefs: 
         same = _same_fact(timeline, obj, at, belief.exclusive)
         if same is not None:
             sources = sorted(set(json.loads(same.sources)) | set(belief.sources))
-            await conn.execute(
-                "UPDATE beliefs SET confidence=?, sources=?, decayed_at=? WHERE id=?",
+            await conn.execute(  # seen again: current again if it had been retired
+                "UPDATE beliefs SET confidence=?, sources=?, decayed_at=?, retired_at=NULL WHERE id=?",
                 (combine(same.confidence, conf), json.dumps(sources), iso(now), same.id))
             counts["reinforced"] += 1
             continue
@@ -94,12 +110,15 @@ async def apply(conn: aiosqlite.Connection, scope: str, world_id: str, beliefs: 
         later = next((h for h in others if h.valid_from > at), None) if belief.exclusive else None
         async with conn.execute(
             "INSERT INTO beliefs(scope, world_id, subject, predicate, object, norm_key, norm_object,"
-            " confidence, sources, learned_at, valid_from, invalid_at, superseded_by, decayed_at, embedding)"
-            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+            " confidence, sources, learned_at, valid_from, invalid_at, superseded_by, decayed_at, embedding,"
+            " search_terms) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
             (scope, world_id, belief.subject.strip(), belief.predicate.strip(), belief.object.strip(),
              key, obj, conf, json.dumps(sorted(set(belief.sources))), iso(now), iso(at),
-             iso(later.valid_from) if later else None, later.id if later else None, iso(now), to_blob(vec))) as cur:
-            new_id = (await cur.fetchone())[0]
+             iso(later.valid_from) if later else None, later.id if later else None, iso(now), to_blob(vec),
+             belief.terms)) as cur:
+            inserted = await cur.fetchone()
+            assert inserted is not None  # RETURNING gives the row
+            new_id = inserted[0]
         counts["new"] += 1
         counts["outdated"] += later is not None
         if belief.exclusive:
@@ -157,16 +176,10 @@ def home_world(source_worlds: list[str]) -> str:
 async def store(conn: aiosqlite.Connection, scope: str, found: list[NewBelief], embeddings,
                 now: datetime) -> set[str]:
     """Add extracted beliefs, each to the world that holds its source messages now (a merge or an
-    audience change may have moved them since they were read); sources forgotten meanwhile are
-    dropped, and a belief with none left is. Returns the worlds that changed."""
-    ids = sorted({s for b in found for s in b.sources})
-    where: dict[int, str] = {}
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        async with conn.execute(
-                f"SELECT id, world_id FROM memory_messages WHERE scope=? AND id IN ({','.join('?' * len(part))})",
-                (scope, *part)) as cur:
-            where.update({r["id"]: r["world_id"] for r in await cur.fetchall()})
+    audience change may have moved them since they were read); sources forgotten meanwhile, or not
+    routed to a world yet (stored first, embedded later: engine.memory.pending), are dropped, and a
+    belief with none left is. Returns the worlds that changed."""
+    where = await records.routed_worlds(conn, scope, sorted({s for b in found for s in b.sources}))
     touched: set[str] = set()
     for belief, vec in zip(found, embeddings):
         kept = sorted(s for s in set(belief.sources) if s in where)
@@ -211,14 +224,14 @@ async def world_maturity_inputs(db: Database, world_ids: list[str]) -> dict[str,
         marks = ",".join("?" * len(chunk))
         for row in await db.fetchall(
                 f"SELECT world_id, avg(confidence) AS c, count(*) AS n FROM beliefs WHERE world_id IN ({marks})"
-                " AND invalid_at IS NULL GROUP BY world_id", chunk):
+                f" AND {in_recall()} GROUP BY world_id", chunk):
             out[row["world_id"]] = (row["c"], row["n"])
     return out
 
 
 async def decay(conn: aiosqlite.Connection, scope: str | None, now: datetime, half_life_days: float) -> int:
-    """Halve active confidences every half-life since they were last seen or decayed."""
-    where, params = ("WHERE invalid_at IS NULL AND scope=?", (scope,)) if scope else ("WHERE invalid_at IS NULL", ())
+    """Halve current confidences every half-life since they were last seen or decayed."""
+    where, params = (f"WHERE {in_recall()} AND scope=?", (scope,)) if scope else (f"WHERE {in_recall()}", ())
     async with conn.execute(f"SELECT id, confidence, decayed_at FROM beliefs {where}", params) as cur:
         rows = await cur.fetchall()
     updates = []
@@ -229,3 +242,28 @@ async def decay(conn: aiosqlite.Connection, scope: str | None, now: datetime, ha
     if updates:
         await conn.executemany("UPDATE beliefs SET confidence=?, decayed_at=? WHERE id=?", updates)
     return len(updates)
+
+
+async def retire(conn: aiosqlite.Connection, scope: str, floor: float, now: datetime) -> int:
+    """Retire the scope's current beliefs whose confidence decayed below ``floor``: they stay as
+    history (with when they were retired) and leave recall. Returns how many."""
+    async with conn.execute(f"UPDATE beliefs SET retired_at=? WHERE scope=? AND {in_recall()} AND confidence < ? "
+                            "RETURNING id", (iso(now), scope, floor)) as cur:
+        return len(list(await cur.fetchall()))
+
+
+async def learned_since(db: Database, scope: str, since: str) -> list[Any]:
+    """The scope's beliefs in recall learned at or after ``since`` (ISO), in order."""
+    return await db.fetchall(
+        "SELECT id, world_id, subject, predicate, object, confidence FROM beliefs WHERE scope=? "
+        f"AND learned_at>=? AND {in_recall()} ORDER BY learned_at, id", (scope, since))
+
+
+async def superseded_since(db: Database, scope: str, since: str) -> list[Any]:
+    """The scope's beliefs superseded by one learned at or after ``since`` (ISO): the old one's world,
+    invalid_at and triple (os, op, oo) beside the new one's world and triple (ns, np, no)."""
+    return await db.fetchall(
+        "SELECT o.world_id, n.world_id AS new_world, o.subject AS os, o.predicate AS op, o.object AS oo, "
+        "o.invalid_at, n.subject AS ns, n.predicate AS np, n.object AS no FROM beliefs o JOIN beliefs n "
+        "ON n.id = o.superseded_by WHERE o.scope=? AND n.learned_at>=? ORDER BY n.learned_at, n.id",
+        (scope, since))

@@ -2,16 +2,19 @@
 text names.
 
 Questions name people and dates ("What did Anna do on 7 May 2023?"); messages say "I" and
-"yesterday". So a message is indexed (memory_messages_fts, migration 0014) with its speaker's
-name in a column of its own and, in ``search_text``: its text, the names and captions of its
-attachments, and every date it names, written out absolutely. Relative expressions resolve
-against the message's own time: "yesterday I ran a marathon" sent on 8 May 2023 is also
-indexed under "7 May 2023".
+"yesterday". So a message is indexed (``fit``; migration 0026) by its speaker's name, and by
+its ``search_text``: its text, the names and captions of its attachments, and every date it
+names, written out absolutely. Relative expressions resolve against the message's own time:
+"yesterday I ran a marathon" sent on 8 May 2023 is also indexed under "7 May 2023". What the
+index holds are the tokens of all that (``search_terms``, engine.memory.terms): the name and
+text in the language detected in the text, the dates in English, as questions ask for them.
+Dates named in other languages ("ontem", "semana passada") are rewritten into English first
+(``in_english``, from dateparser's locale data) and resolved alike.
 
 Dates are written in one form: "7 May 2023" for a day, "May 2023" for a month (a week or a
 month), "2023" for a year. ``textutil.fts_query`` rewrites the dates a question names into the
-same form and asks for them as phrases; an FTS5 phrase matches a run of tokens, so the
-question's "May 2023" also finds an indexed "7 May 2023".
+same form and asks for them as phrases; a phrase matches a run of tokens, so the question's
+"May 2023" also finds an indexed "7 May 2023".
 
 Resolution is a focused regular expression over the expressions people type plus calendar
 arithmetic (dateutil's relativedelta): a message costs tens of microseconds, where a general
@@ -21,7 +24,10 @@ one before the message, "last Friday" likewise, "this Friday" the one of the mes
 """
 from __future__ import annotations
 
+import functools
+import importlib
 import re
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Iterable
 from zoneinfo import ZoneInfo
@@ -29,6 +35,7 @@ from zoneinfo import ZoneInfo
 from dateutil.relativedelta import relativedelta
 
 from engine.db import Database
+from engine.memory import terms
 from engine.memory.models import parse_ts
 from engine.offload import run_cpu
 
@@ -161,8 +168,9 @@ def _resolve(m: re.Match, today: date) -> list[str]:
 
 
 def find_dates(text: str, at: datetime | date) -> list[tuple[tuple[int, int], list[str]]]:
-    """Every date expression in ``text``: its span and the absolute forms it resolves to,
-    relative ones against ``at`` (the message's time, or now for a question)."""
+    """Every date expression in ``text`` (English; ``in_english`` translates others first): its
+    span and the absolute forms it resolves to, relative ones against ``at`` (the message's time,
+    or now for a question)."""
     today = at.date() if isinstance(at, datetime) else at
     found = []
     for m in DATES.finditer(text):
@@ -175,41 +183,172 @@ def find_dates(text: str, at: datetime | date) -> list[tuple[tuple[int, int], li
     return found
 
 
-def dates_in(text: str, at: datetime | date) -> list[str]:
-    """The absolute forms of every date ``text`` names, in order, without repeats."""
-    return list(dict.fromkeys(f for _, forms in find_dates(text, at) for f in forms))
+def dates_in(text: str, at: datetime | date, lang: str = "en") -> list[str]:
+    """The absolute forms of every date ``text`` (in language ``lang``) names, in order, without repeats."""
+    return list(dict.fromkeys(f for _, forms in find_dates(in_english(text, lang), at) for f in forms))
 
 
-def searchable_text(text: str, ts: datetime, attachments: Iterable[str] = (), zone: str = "UTC") -> str:
-    """What the full-text index holds for a message besides its speaker's name (a column of its
-    own, which is what a third-person question about "I" finds): its text, its attachments' names
-    and captions, and the absolute dates they name, resolved against the message's time ``ts``
-    as a clock in time zone ``zone`` reads it (a naive ``ts`` is taken as already local)."""
+# -- dates named in other languages --------------------------------------------------------
+# dateparser's locale data (inside the package, 200 locales) names each language's date words:
+# months, weekdays, "yesterday" and "last week" ("ontem", "semana passada", "เมื่อวาน"), "3 days
+# ago" ("há 3 dias"). They are rewritten into the English expressions above, so one resolver
+# serves every language at the same cost (a regular expression per language, compiled once).
+# Only the locale's data modules are read, not dateparser's parser.
+_RELATIVE = {"0 day ago": "today", "1 day ago": "yesterday", "2 day ago": "the day before yesterday",
+             "in 1 day": "tomorrow", "in 2 day": "the day after tomorrow"}
+for _unit in ("week", "month", "year"):
+    _RELATIVE.update({f"0 {_unit} ago": f"this {_unit}", f"1 {_unit} ago": f"last {_unit}",
+                      f"in 1 {_unit}": f"next {_unit}"})
+_COUNTED = re.compile(r"^(in )?\\1 (day|week|month|year)( ago)?$")
+_WHOLE = re.compile(r"(?<![\d.,])\d+(?![\d.,]*\d)")   # a count, not "2.5"
+_UNSPACED = {"th", "zh", "ja", "ko", "my", "km", "lo"}     # languages written without spaces between words
+
+
+@dataclass(frozen=True)
+class _Translator:
+    phrases: re.Pattern | None        # fixed phrases and weekdays
+    english: dict[str, str]           # their English, by lower-case phrase
+    counted: re.Pattern | None        # "há 3 dias" -> "3 days ago": one alternative per template
+    templates: dict[str, str]         # by the alternative's group name
+    day_month: re.Pattern | None      # "5 de maio de 2023" -> "5 May 2023"
+    month_year: re.Pattern | None     # "maio de 2023" -> "May 2023"
+    months: dict[str, str]
+
+
+def _alternation(words) -> str:
+    return "|".join(re.escape(w) for w in sorted(set(words), key=len, reverse=True))
+
+
+@functools.lru_cache(maxsize=None)
+def _translator(lang: str) -> _Translator | None:
+    if lang == "en" or not re.fullmatch(r"[a-z]{2,3}", lang or ""):
+        return None
+    try:
+        info = importlib.import_module(f"dateparser.data.date_translation_data.{lang}").info
+    except ImportError:
+        return None
+    edge, end = ("", "") if lang in _UNSPACED else (r"(?<!\w)", r"(?!\w)")
+    english: dict[str, str] = {}
+    for key, phrases in (info.get("relative-type") or {}).items():
+        if key in _RELATIVE:
+            english.update({p.lower(): _RELATIVE[key] for p in phrases if p.strip()})
+    for day in WEEKDAYS:   # full names only: abbreviations are often words too
+        english.update({p.lower(): day for p in info.get(day, []) if len(p) >= 4})
+    alternatives: list[str] = []
+    templates: dict[str, str] = {}
+    for key, patterns in (info.get("relative-type-regex") or {}).items():
+        m = _COUNTED.match(key)
+        if m:
+            unit = m.group(2)
+            for p in patterns:
+                name = f"c{len(templates)}"
+                templates[name] = f"in {{}} {unit}s" if m.group(1) else f"{{}} {unit}s ago"
+                alternatives.append(f"(?P<{name}>{p})")
+    counted = re.compile(edge + "(?:" + "|".join(alternatives) + ")" + end, re.IGNORECASE) if alternatives else None
+    months = {p.lower(): name for name in MONTHS for p in info.get(name, []) if p.strip()}
+    skip = [w for w in info.get("skip", []) + info.get("pertain", []) if w.strip() and w.strip().isalpha()]
+    sep = rf"\s*(?:(?:{_alternation(skip)})\s+)?" if skip else r"\s*"
+    month_re = _alternation(months)
+    day_month = re.compile(rf"{edge}(\d{{1,2}})\.?{sep}({month_re})\.?(?:,?{sep}(\d{{4}}))?{end}",
+                           re.IGNORECASE) if months else None
+    month_year = re.compile(rf"{edge}({month_re})\.?,?{sep}(\d{{4}}){end}", re.IGNORECASE) if months else None
+    phrases = re.compile(edge + "(" + _alternation(english) + ")" + end, re.IGNORECASE) if english else None
+    return _Translator(phrases, english, counted, templates, day_month, month_year, months)
+
+
+def in_english(text: str, lang: str) -> str:
+    """``text`` with the date expressions of language ``lang`` rewritten in English (the text
+    itself when the language is English or unknown to dateparser)."""
+    tr = _translator(lang)
+    if tr is None:
+        return text
+    if tr.counted is not None:
+        text = tr.counted.sub(lambda m: f" {tr.templates[m.lastgroup or ''].format(int(n.group()))} "
+                              if (n := _WHOLE.search(m.group())) else m.group(), text)
+    if tr.day_month is not None and tr.month_year is not None:   # both come with the months
+        text = tr.day_month.sub(lambda m: " " + " ".join(
+            x for x in (m.group(1), tr.months[m.group(2).lower()].capitalize(), m.group(3)) if x) + " ", text)
+        text = tr.month_year.sub(lambda m: f" {tr.months[m.group(1).lower()].capitalize()} {m.group(2)} ", text)
+    if tr.phrases is not None:
+        text = tr.phrases.sub(lambda m: f" {tr.english[m.group().lower()]} ", text)
+    return text
+
+
+@dataclass(frozen=True)
+class Searchable:
+    """What the full-text index holds for one message."""
+    text: str      # search_text: its text, attachments' names and captions, the dates they name
+    terms: str     # search_terms: the speaker's name, that text and those dates as tokens (engine.memory.terms)
+    lang: str      # the language detected in its text
+
+
+def fit(author: str, text: str, ts: datetime, attachments: Iterable[str] = (), zone: str = "UTC") -> Searchable:
+    """A message as the index holds it: ``searchable_text``, and its tokens (the name and text
+    stemmed in the text's language, the resolved dates in English, as questions ask for them)."""
+    lang = terms.detect_language(text)
+    body, dates = _parts(text, ts, attachments, zone, lang)
+    tokens = terms.index_terms(author, lang) + terms.index_terms(body, lang) + terms.index_terms(dates, "en")
+    return Searchable("\n".join(x for x in (body, dates) if x), " ".join(tokens), lang)
+
+
+def _parts(text: str, ts: datetime, attachments: Iterable[str], zone: str, lang: str) -> tuple[str, str]:
     parts = [text.strip()]
     parts += [a.strip() for a in attachments if a and a.strip()]
-    dates = dates_in(" ".join(parts), ts.astimezone(ZoneInfo(zone)) if ts.tzinfo else ts)
-    if dates:
-        parts.append(" · ".join(dates))
-    return "\n".join(parts)
+    body = "\n".join(parts)
+    dates = dates_in(" ".join(parts), ts.astimezone(ZoneInfo(zone)) if ts.tzinfo else ts, lang)
+    return body, " · ".join(dates)
+
+
+def searchable_text(text: str, ts: datetime, attachments: Iterable[str] = (), zone: str = "UTC",
+                    lang: str = "en") -> str:
+    """What the full-text index holds for a message besides its speaker's name (a column of its
+    own, which is what a third-person question about "I" finds): its text, its attachments' names
+    and captions, and the absolute dates they name (in language ``lang``), resolved against the
+    message's time ``ts`` as a clock in time zone ``zone`` reads it (a naive ``ts`` is taken as
+    already local)."""
+    return "\n".join(x for x in _parts(text, ts, attachments, zone, lang) if x)
+
+
+def belief_terms(subject: str, predicate: str, obj: str) -> str:
+    """A belief's tokens: its three parts, stemmed in their language."""
+    text = f"{subject} {predicate} {obj}"
+    return " ".join(terms.index_terms(text, terms.detect_language(text)))
 
 
 async def fit_stored(db: Database, zone: str = "UTC") -> int:
-    """Add the dates they name to the messages stored before migration 0014 (listed in
-    memory_messages_unfitted), a chunk per transaction, resolving off the event loop; returns how
-    many were looked at. Idempotent and resumable: a chunk leaves the list when it is done."""
+    """Compute the search text and tokens of the messages (and beliefs) stored before this
+    version indexed them (listed in memory_messages_unfitted and beliefs_unfitted), a chunk per
+    transaction, off the event loop; returns how many rows were looked at. Idempotent and
+    resumable: a chunk leaves its list when it is done. A stored message's attachments are
+    not kept, so its refitted text is its own."""
     seen = 0
     while True:
         rows = await db.fetchall(
-            "SELECT u.id, m.text, m.ts FROM memory_messages_unfitted u LEFT JOIN memory_messages m ON m.id = u.id "
-            "ORDER BY u.id LIMIT ?", (FIT_CHUNK,))
+            "SELECT u.id, m.author, m.text, m.ts FROM memory_messages_unfitted u "
+            "LEFT JOIN memory_messages m ON m.id = u.id ORDER BY u.id LIMIT ?", (FIT_CHUNK,))
         if not rows:
-            return seen
+            break
         stored = [r for r in rows if r["text"] is not None]  # forgotten since: nothing to fit
-        fitted = await run_cpu(lambda: [(searchable_text(r["text"], parse_ts(r["ts"]), (), zone), r["id"])
-                                        for r in stored])
-        changed = [(new, mid) for (new, mid), r in zip(fitted, stored) if new != r["text"]]
+        fitted = await run_cpu(lambda: [fit(r["author"], r["text"], parse_ts(r["ts"]), (), zone)
+                                        for r in stored])  # noqa: B023 (awaited within this iteration)
         ids = [r["id"] for r in rows]
         async with db.transaction() as conn:
-            await conn.executemany("UPDATE memory_messages SET search_text=? WHERE id=?", changed)
+            await conn.executemany("UPDATE memory_messages SET search_text=?, search_terms=? WHERE id=?",
+                                   [(f.text, f.terms, r["id"]) for f, r in zip(fitted, stored)])
             await conn.execute(f"DELETE FROM memory_messages_unfitted WHERE id IN ({','.join('?' * len(ids))})", ids)
+        seen += len(rows)
+    while True:
+        rows = await db.fetchall(
+            "SELECT u.id, b.subject, b.predicate, b.object FROM beliefs_unfitted u "
+            "LEFT JOIN beliefs b ON b.id = u.id ORDER BY u.id LIMIT ?", (FIT_CHUNK,))
+        if not rows:
+            return seen
+        stored = [r for r in rows if r["subject"] is not None]
+        terms = await run_cpu(lambda: [belief_terms(r["subject"], r["predicate"], r["object"])
+                                       for r in stored])  # noqa: B023 (awaited within this iteration)
+        ids = [r["id"] for r in rows]
+        async with db.transaction() as conn:
+            await conn.executemany("UPDATE beliefs SET search_terms=? WHERE id=?",
+                                   [(t, r["id"]) for t, r in zip(terms, stored)])
+            await conn.execute(f"DELETE FROM beliefs_unfitted WHERE id IN ({','.join('?' * len(ids))})", ids)
         seen += len(rows)

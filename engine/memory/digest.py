@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from engine.db import Database
+from engine.memory import beliefs as belief_store, records
 from engine.memory.audience import Viewer
 from engine.memory.models import WorldInfo, iso
 
@@ -69,9 +70,7 @@ async def digest(db: Database, viewer: Viewer, visible: dict[str, WorldInfo], si
     the ``visible`` worlds (id -> info) of ``viewer``'s scope."""
     scope, since_s = viewer.scope, iso(since)
     out = Digest()
-    for r in await db.fetchall(
-            "SELECT world_id, count(*) AS n FROM memory_messages WHERE scope=? AND ts>=? GROUP BY world_id "
-            "ORDER BY n DESC, world_id", (scope, since_s)):
+    for r in await records.messages_per_world_since(db, scope, since_s):
         w = visible.get(r["world_id"])
         if w is not None:
             entry = WorldNews(w.id, w.topic, r["n"], w.evidence, w.beliefs, round(w.maturity, 3))
@@ -79,24 +78,16 @@ async def digest(db: Database, viewer: Viewer, visible: dict[str, WorldInfo], si
     out.new_beliefs = [
         BeliefNews(r["id"], r["world_id"], visible[r["world_id"]].topic,
                    f"{r['subject']} {r['predicate']} {r['object']}", round(r["confidence"], 2))
-        for r in await db.fetchall(
-            "SELECT id, world_id, subject, predicate, object, confidence FROM beliefs WHERE scope=? "
-            "AND learned_at>=? AND invalid_at IS NULL ORDER BY learned_at, id", (scope, since_s))
+        for r in await belief_store.learned_since(db, scope, since_s)
         if r["world_id"] in visible]
     out.superseded_beliefs = [
         Supersession(r["world_id"], visible[r["world_id"]].topic, f"{r['os']} {r['op']} {r['oo']}",
                      f"{r['ns']} {r['np']} {r['no']}", r["invalid_at"])
-        for r in await db.fetchall(
-            "SELECT o.world_id, n.world_id AS new_world, o.subject AS os, o.predicate AS op, o.object AS oo, "
-            "o.invalid_at, n.subject AS ns, n.predicate AS np, n.object AS no FROM beliefs o JOIN beliefs n "
-            "ON n.id = o.superseded_by WHERE o.scope=? AND n.learned_at>=? ORDER BY n.learned_at, n.id",
-            (scope, since_s))
+        for r in await belief_store.superseded_since(db, scope, since_s)
         if r["world_id"] in visible and r["new_world"] in visible]
     sees, seen = viewer.where("audience")
     out.merges = [
         MergeNews(r["kept_id"], visible[r["kept_id"]].topic if r["kept_id"] in visible else "",
                   r["absorbed_id"], r["absorbed_topic"], round(r["similarity"], 3))
-        for r in await db.fetchall(
-            "SELECT kept_id, absorbed_id, absorbed_topic, similarity FROM world_merges "
-            f"WHERE scope=? AND {sees} AND merged_at>=? ORDER BY merged_at, id", (scope, *seen, since_s))]
+        for r in await records.merges_since(db, scope, sees, seen, since_s)]
     return out

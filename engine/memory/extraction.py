@@ -4,7 +4,8 @@ A batch is up to ``extract_batch_max`` unread messages of one channel, whatever 
 were routed to: the messages go to the LLM numbered in chat order, each belief it returns
 names the numbers it comes from, and the belief later lands in the world of those messages
 (``beliefs.store``). One call per batch rather than one per world keeps extraction at a few
-calls per hundred messages.
+calls per hundred messages. A belief is kept in the language of its messages: the prompt names
+the language most of the batch is in (engine.memory.languages).
 
 What the LLM returns is vetted before anything is stored (``vet``): an answer that is not
 well-formed JSON is asked again, never mended (a cut-off answer would leave cut-off triples),
@@ -27,11 +28,13 @@ from typing import Any, Awaitable, Callable
 
 from pydantic import BaseModel, Field
 
+from engine import language
 from engine.db import Database
 from engine.llm.errors import InvalidAnswer
-from engine.memory import beliefs as belief_store
+from engine.memory import beliefs as belief_store, languages, records
 from engine.memory.beliefs import NewBelief, norm
 from engine.memory.models import parse_ts, utcnow
+from engine.offload import run_cpu
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +91,14 @@ class Source:
     ts: datetime
 
 
-def prompt(numbered: list[tuple[int, str, str]]) -> list[dict]:
-    """numbered: (number, author, text) in chat order."""
+def prompt(numbered: list[tuple[int, str, str]], lang: str) -> list[dict]:
+    """numbered: (number, author, text) in chat order; ``lang``: the language most of them are in."""
     lines = "\n".join(f"[{n}] {author}: {text}" for n, author, text in numbered)
-    return [{"role": "system", "content": SYSTEM_PROMPT},
+    name = language.named(lang)
+    keep = (f"Keep beliefs in the language of their messages: these are mostly in {name}, so write "
+            f"subject, predicate and object in {name} (a belief from messages in another language "
+            "stays in theirs).")
+    return [{"role": "system", "content": f"{SYSTEM_PROMPT}\n{keep}"},
             {"role": "user", "content": f"Messages:\n{lines}"}]
 
 
@@ -158,18 +165,21 @@ async def extract_batch(llm: Any, scope: str, channel: str, batch: list[Source])
     its latest source message. An answer never in shape (even after the client's corrective
     retries) gives nothing: its messages are skipped rather than retried forever; other LLM
     errors (endpoint down, budget) propagate and leave them unread."""
+    lang = await run_cpu(languages.of_texts, [s.text for s in batch])
     try:
-        out = await llm.structured(Extraction, prompt([(s.number, s.author, s.text) for s in batch]),
-                                   fast=True, job="memory.extract", scope=scope, repair=False)
-    except InvalidAnswer as err:
-        log.warning("no beliefs from %d messages of %s/%s: %s", len(batch), scope, channel, err)
+        out = await llm.structured(Extraction, prompt([(s.number, s.author, s.text) for s in batch], lang),
+                                   fast=True, activity="memory.extract", scope=scope, repair=False)
+    except InvalidAnswer as err:   # its text quotes the answer, which quotes the chat: not at WARNING
+        log.warning("no beliefs from %d messages of %s/%s: the LLM never answered in shape", len(batch), scope,
+                    channel)
+        log.info("no beliefs from %s/%s: %s", scope, channel, err)
         return []
     kept: list[NewBelief] = []
     for b in out.beliefs:
         sources, problem = vet(b, batch)
         if problem:
-            log.warning("rejected a belief from %s/%s (%s): %r %r %r", scope, channel, problem,
-                        b.subject[:80], b.predicate[:80], b.object[:80])
+            log.debug("rejected a belief from %s/%s (%s): %r %r %r", scope, channel, problem,
+                      b.subject[:80], b.predicate[:80], b.object[:80])   # chat text: never above DEBUG
             continue
         kept.append(NewBelief(b.subject.strip(), b.predicate.strip(), b.object.strip(), b.confidence,
                               b.exclusive, [s.id for s in sources], max(s.ts for s in sources)))
@@ -177,21 +187,14 @@ async def extract_batch(llm: Any, scope: str, channel: str, batch: list[Source])
 
 
 async def unread_batch(db: Database, scope: str, channel: str, limit: int) -> list[Source]:
-    rows = await db.fetchall(
-        "SELECT id, author, text, ts FROM memory_messages WHERE scope=? AND channel=? AND extracted=0 "
-        "ORDER BY id LIMIT ?", (scope, channel, limit))
+    rows = await records.unread_batch(db, scope, channel, limit)
     return [Source(i + 1, r["id"], r["author"], r["text"], parse_ts(r["ts"])) for i, r in enumerate(rows)]
 
 
-async def unread_count(db: Database, scope: str, channel: str) -> int:
-    return await db.fetchval("SELECT count(*) FROM memory_messages WHERE scope=? AND channel=? AND extracted=0",
-                             (scope, channel))
-
-
-async def unread_channels(db: Database) -> list[tuple[str, str]]:
-    """(scope, channel) of every channel with messages not yet read for beliefs."""
-    return [(r["scope"], r["channel"]) for r in await db.fetchall(
-        "SELECT DISTINCT scope, channel FROM memory_messages WHERE extracted=0")]
+def _fit_all(beliefs: list[NewBelief]) -> None:
+    """Their search tokens (CPU work: run off the event loop)."""
+    for belief in beliefs:
+        belief.fit()
 
 
 async def extract_next_batch(db: Database, llm: Any, embedder: Any, lock: asyncio.Lock, scope: str,
@@ -203,15 +206,15 @@ async def extract_next_batch(db: Database, llm: Any, embedder: Any, lock: asynci
     if not batch:
         return None
     found = await extract_batch(llm, scope, channel, batch)
-    vectors = await embedder.embed([b.text() for b in found]) if found else []
+    if found:
+        vectors, _ = await asyncio.gather(embedder.embed([b.text() for b in found]),
+                                          run_cpu(_fit_all, found))
+    else:
+        vectors = []
     async with lock:
         async with db.transaction() as conn:
             touched = await belief_store.store(conn, scope, found, vectors, utcnow())
-            ids = [s.id for s in batch]
-            for i in range(0, len(ids), 500):
-                part = ids[i:i + 500]
-                await conn.execute(
-                    f"UPDATE memory_messages SET extracted=1 WHERE id IN ({','.join('?' * len(part))})", part)
+            await records.mark_read(conn, [s.id for s in batch])
     return sorted(touched)
 
 

@@ -3,7 +3,10 @@
 ``load_history`` turns a file into ``MemoryMessage``s of one scope for
 ``MemoryEngine.ingest_many``. Each parser returns ``ChatRecord``s in chronological order (stable for equal times).
 ``detect_format`` guesses the format from the content, not the file name. Attached files'
-names (and, in JSONL, any captions) come along so memory can search them with the text. A broken or
+names (and, in JSONL, any captions) come along so memory can search them with the text. Authors'
+platform ids come along where the export gives them (DiscordChatExporter's author id, Telegram's
+``from_id`` of a user, JSONL's optional ``author_id``), so a member's opt-out and /forget me reach
+their imported messages; elsewhere only the author's name is known. A broken or
 unexpected file raises ``ImportFileError`` with one message that says where (the line number
 for JSONL, the message index for the JSON exports).
 """
@@ -18,7 +21,7 @@ from typing import Any, Callable, Iterator
 from engine.memory.models import MemoryMessage
 
 FORMATS = ("jsonl", "telegram", "discord")
-JSONL_FIELDS = ("id", "channel", "author", "ts", "text")  # required; "attachments" (names/captions) optional
+JSONL_FIELDS = ("id", "channel", "author", "ts", "text")  # required; "attachments", "author_id" optional
 # DiscordChatExporter message types that carry what a person wrote; the others are
 # system notices (joins, pins, boosts) whose content the exporter generates.
 DISCORD_TEXT_TYPES = {"Default", "Reply"}
@@ -36,26 +39,39 @@ class ChatRecord:
     text: str
     ts: datetime  # timezone-aware, UTC
     attachments: tuple[str, ...] = ()  # names (and captions) of its attached files
+    author_id: str = ""  # the author's platform id where the export gives it
+
+
+def _quoted(value: Any, limit: int = 60) -> str:
+    """``value`` for an error message: its repr, at most ``limit`` characters of it."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def parse_time(value: Any) -> datetime:
     """ISO-8601 text (``Z`` allowed; no zone means UTC) or a Unix epoch number -> aware UTC."""
     if isinstance(value, bool):
-        raise ValueError(f"not a time: {value!r}")
+        raise ValueError(f"not a time: {_quoted(value)}")
     if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value, tz=timezone.utc)
+        try:
+            return datetime.fromtimestamp(value, tz=timezone.utc)
+        except (OverflowError, OSError, ValueError):   # past year 9999, or not a number (nan)
+            raise ValueError(f"not a time: {_quoted(value)}") from None
     if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"not a time: {value!r}")
+        raise ValueError(f"not a time: {_quoted(value)}")
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"
     try:
         ts = datetime.fromisoformat(text)
     except ValueError:
-        raise ValueError(f"not an ISO-8601 time: {value!r}") from None
+        raise ValueError(f"not an ISO-8601 time: {_quoted(value)}") from None
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=timezone.utc)
-    return ts.astimezone(timezone.utc)
+    try:
+        return ts.astimezone(timezone.utc)
+    except OverflowError:   # a zone that moves the first or last day of the calendar past it
+        raise ValueError(f"not a time: {_quoted(value)}") from None
 
 
 def read_text(path: Path) -> str:
@@ -114,9 +130,12 @@ def parse_jsonl(path: Path, text: str | None = None) -> list[ChatRecord]:
         files = obj.get("attachments", [])
         if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
             raise ImportFileError(f"{where}: attachments must be a list of strings")
+        author_id = obj.get("author_id")
+        if author_id is not None and not isinstance(author_id, (str, int)):
+            raise ImportFileError(f"{where}: author_id must be a string")
         if obj["text"].strip():
             records.append(ChatRecord(str(obj["id"]), str(obj["channel"]), str(obj["author"]),
-                                      obj["text"], ts, tuple(files)))
+                                      obj["text"], ts, tuple(files), str(author_id or "")))
     return _chronological(records)
 
 
@@ -187,7 +206,9 @@ def parse_telegram(path: Path, data: Any = None) -> list[ChatRecord]:
                 continue  # photos, stickers and files without a caption
             author = msg.get("from") or msg.get("from_id") or "unknown"
             mid = f"{chat_id}/{msg['id']}" if several else str(msg["id"])
-            records.append(ChatRecord(mid, chat_id, str(author), text, ts, _telegram_file(msg)))
+            sender = str(msg.get("from_id") or "")   # "user123" for a person (a channel's posts: "channel…")
+            records.append(ChatRecord(mid, chat_id, str(author), text, ts, _telegram_file(msg),
+                                      sender[4:] if sender.startswith("user") else ""))
     return _chronological(records)
 
 
@@ -218,7 +239,8 @@ def parse_discord(path: Path, data: Any = None) -> list[ChatRecord]:
             name = author.get("name") or author.get("nickname") or str(author.get("id", "unknown"))
             files = tuple(a["fileName"] for a in msg.get("attachments") or []
                           if isinstance(a, dict) and isinstance(a.get("fileName"), str) and a["fileName"])
-            records.append(ChatRecord(str(msg["id"]), channel_id, name, content, ts, files))
+            records.append(ChatRecord(str(msg["id"]), channel_id, name, content, ts, files,
+                                      str(author.get("id") or "")))
     return _chronological(records)
 
 
@@ -272,5 +294,5 @@ def read_history(path: str | Path, fmt: str = "auto") -> tuple[str, list[ChatRec
 def load_history(path: str | Path, scope: str, fmt: str = "auto") -> tuple[str, list[MemoryMessage]]:
     """Parse a chat export into the scope's memory messages, oldest first."""
     fmt, records = read_history(path, fmt)
-    return fmt, [MemoryMessage(scope, r.channel, r.message_id, r.author, r.text, r.ts, attachments=r.attachments)
-                 for r in records]
+    return fmt, [MemoryMessage(scope, r.channel, r.message_id, r.author, r.text, r.ts, author_id=r.author_id,
+                               attachments=r.attachments) for r in records]

@@ -3,6 +3,9 @@
 hnswlib updates a vector in place when an existing label is added again, but deletion only
 marks an element: it still takes room and search has to step over it. So deleted labels are
 counted and the index is rebuilt from the live vectors once they make up a quarter of it.
+
+The module is Chroma's fork (package chroma-hnswlib, a wheel built for any x86-64 CPU), whose
+``get_items`` returns lists of floats: ``vectors`` makes them a float32 matrix.
 """
 from __future__ import annotations
 
@@ -81,7 +84,7 @@ class CentroidIndex:
     def vectors(self, world_ids: list[str]) -> np.ndarray:
         if not world_ids:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return self._index.get_items([self._labels[w] for w in world_ids], return_type="numpy")
+        return np.asarray(self._index.get_items([self._labels[w] for w in world_ids]), dtype=np.float32)
 
     def search_many(self, vectors: np.ndarray, k: int) -> list[list[tuple[str, float]]]:
         """``search`` for many vectors in one call."""

@@ -1,20 +1,24 @@
-"""The bounded, micro-batching queue in front of ``MemoryEngine.ingest_many``.
+"""The bounded, micro-batching queue in front of ``MemoryEngine.store``.
 
-Chat messages arrive one at a time, but embedding and storing them one at a time is slow
-(one model call and one transaction per message). Producers ``put`` messages here; one worker
-takes everything waiting (up to ``batch_max`` messages, or what arrived within ``batch_wait_ms``
-of the first one) and ingests it as one batch: one embedding call, one transaction. The
-embedding runs off the event loop (``Embedder.embed``), so commands are answered meanwhile.
+Chat messages arrive one at a time, but storing them one at a time is slow (one transaction per
+message). Producers ``put`` messages here; one worker takes everything waiting (up to
+``batch_max`` messages, or what arrived within ``batch_wait_ms`` of the first one) and stores it
+as one batch in one transaction: searchable by its words at once, within its channel's
+audience. Embedding and routing to a world follow in the engine's embedding worker
+(engine.memory.pending), so a backlog of embedding never delays a store nor a command.
 
 Backpressure: at most ``max_pending`` messages wait; ``put`` on a full queue waits for room, so
 a producer that can hold its input back (Telegram polling) simply fetches later and nothing is
 dropped. Each channel's messages are stored in the order they were put.
 ``settled(scope, channel)`` returns once every message of that channel put before the call is
-stored (a command waits for it, so it sees all earlier messages; that channel's messages go
+stored, not yet embedded (a command waits for it, so it sees all earlier messages; that channel's messages go
 first meanwhile), and ``settled()`` once every message put before the call is.
 
 A batch that fails is retried once, then message by message; a message that still fails alone
-is logged and skipped, so one bad message never wedges the queue.
+is logged and skipped, so one bad message never wedges the queue. A failure that says the
+database cannot be reached (a PostgreSQL restart: ``Database.unreachable``) is no bad message:
+the batch waits for the database (``Database.outlasting``), and nothing is skipped; producers
+meanwhile wait for room as above.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import asyncio
 import logging
 import time
 from collections import deque
+from typing import Awaitable, Callable, TypeVar
 
 from engine.memory.models import MemoryMessage
 
@@ -29,11 +34,35 @@ log = logging.getLogger(__name__)
 
 
 Key = tuple[str, str]   # (scope, channel)
+T = TypeVar("T")
+
+
+async def batch_then_alone(items: list[T], handle: Callable[[list[T]], Awaitable[object]], what: str,
+                           failed_alone: Callable[[T], Awaitable[object]]) -> None:
+    """``handle(items)``, tried twice; if it still fails, each item alone, so that one bad item
+    never holds up the others: an item that fails alone goes to ``failed_alone`` (called inside the
+    ``except``, so it can log the traceback). ``what`` names the batch in the log ("a batch")."""
+    for attempt in range(2):
+        try:
+            await handle(items)
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.warning("memory: %s of %d messages failed (attempt %d)", what, len(items), attempt + 1,
+                        exc_info=True)
+    for item in items:  # find the culprit: handle the others one by one
+        try:
+            await handle([item])
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            await failed_alone(item)
 
 
 class IngestQueue:
     def __init__(self, engine, max_pending: int = 2000, batch_max: int = 64, batch_wait_ms: float = 20.0):
-        self.engine = engine  # MemoryEngine, or anything with ``async ingest_many(list)``
+        self.engine = engine  # MemoryEngine: its ``store`` and its ``db``
         self.max_pending = max_pending
         self.batch_max = batch_max
         self.batch_wait_s = batch_wait_ms / 1000.0
@@ -138,20 +167,12 @@ class IngestQueue:
                 self._changed.notify_all()
 
     async def _ingest(self, messages: list[MemoryMessage]) -> None:
-        for attempt in range(2):
-            try:
-                await self.engine.ingest_many(messages)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.warning("memory: a batch of %d messages failed (attempt %d)", len(messages), attempt + 1,
-                            exc_info=True)
-        for message in messages:  # find the culprit: store the others one by one
-            try:
-                await self.engine.ingest_many([message])
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("memory: message %s of %s/%s could not be stored; skipped",
-                              message.message_id, message.scope, message.channel)
+        async def skipped(message: MemoryMessage) -> None:
+            log.exception("memory: message %s of %s/%s could not be stored; skipped",
+                          message.message_id, message.scope, message.channel)
+        await batch_then_alone(messages, self._store, "a batch", skipped)
+
+    async def _store(self, messages: list[MemoryMessage]) -> None:
+        """``store``, waiting out a database that cannot be reached; any other failure raises."""
+        await self.engine.db.outlasting(lambda: self.engine.store(messages),
+                                        f"memory: {len(messages)} messages")

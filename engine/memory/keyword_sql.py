@@ -1,69 +1,192 @@
-"""The keyword side of recall in each database's SQL: FTS5 bm25 on SQLite, the generated
-``search_tsv`` column (migrations/postgresql/0015) and ts_rank on PostgreSQL.
+"""The keyword side of recall in each database's SQL: BM25 over the tokens the engine wrote
+(``search_terms``, engine/memory/terms.py; migration 0026), within one scope.
 
-Both read the expression ``textutil.fts_query`` writes: quoted terms and phrases joined by OR,
-which is an FTS5 MATCH expression and a ``websearch_to_tsquery`` expression alike, so a question
-is parsed once for either database. PostgreSQL stems it with the 'english' configuration its
-columns are indexed with (FTS5 uses porter: "trains" finds "training" on both).
+Both databases index the same tokens with the same positions: FTS5 splits ``search_terms`` at
+spaces (its ``ascii`` tokenizer), PostgreSQL builds a tsvector from them as they are. A
+``textutil.Query`` (tokens and phrases of tokens, any of which may match) becomes an FTS5
+MATCH expression or a tsquery here.
 
-Scores are higher-is-better and compared only within one query (retrieval.fused divides by the
-query's best), so bm25 and ts_rank need not share a scale. They do not rank alike: ts_rank counts
-matching terms and (normalisation 1) divides by the log of the document's length, but it has no
-inverse document frequency, so a term every message holds (a speaker's name in a two-person
-chat) weighs as much as a rare one.
+Scope inside the full-text query: each row is indexed with its scope as a token of its own
+(FTS5: the ``scope_key`` column; PostgreSQL: the lexeme 'scope:<scope>'), and every query asks
+for it AND any of the question's terms. The index then intersects the scope's entries with the
+terms' instead of scoring every server's matches and filtering afterwards: at 300k messages of
+other servers, a small server's keyword search costs what it costs alone (bench/RESULTS.md).
 
-Privacy: every statement filters by the viewer (``viewer.where``) like the rest of recall.
+When the scope is most of the database (SQLite): asking for the scope's token costs in proportion
+to the scope's size, whatever the question: FTS5's bm25() counts every row holding each phrase of
+the query to weigh it (its idf), the scope's token included, although its column weighs 0, and
+intersects every match with it. At 100k messages of one scope that is most of a keyword search
+(3 ms before any term is scored; twice the cost of a search over common words,
+bench/RESULTS.md). So the rows the question's terms are in (FTS5's own counts, through an
+``fts5vocab`` table of the connection) are compared with the scope's rows first: when the
+terms are in no more rows than the scope holds, the query asks for the terms alone and the
+scope is filtered on the message rows, as the pool below does anyway; the scores are the same
+(a row's bm25 does not depend on the query's zero-weight phrase), and the rows scored are at
+most as many as the scope's. A small scope beside large ones keeps its token in the query.
+Counting the scope's own rows costs what its token did (fts5vocab walks the token's whole
+list), so that count is kept for ``SCOPE_ROWS_TTL_S``: it chooses between two queries that
+return the same rows, so a stale count can cost time, never a result.
+
+Ranking, the same on both: Okapi BM25 as FTS5's bm25() computes it (k1 = 1.2, b = 0.75,
+idf = ln((N - n + 0.5) / (n + 0.5)), at least 1e-6; a phrase counts as one term), higher is
+better. SQLite runs FTS5's own bm25() with the scope column weighted 0; its N, n and average
+length are the whole table's (FTS5 keeps no per-scope statistics). PostgreSQL computes the same
+sum in SQL from the tsvector (a token's count is its number of positions) over the scope's own
+statistics (memory_search_stats, kept by triggers), so it ranks a scope as SQLite would if the
+scope were alone in its database: with one scope, both return the same scores; with many, they
+differ only by how unlike the scope the rest of the database is. (ts_rank, used before, has no
+inverse document frequency: a speaker's name in every line weighed as much as a rare word, and
+it found fewer evidence turns than bm25 on the same data.)
+
+Privacy: every statement filters by the viewer (``viewer.where``) like the rest of recall. A
+message stored but not yet embedded and routed (engine.memory.pending) has no world: it is
+found by its words all the same, filtered by the audience stored on its row
+(audience.message_audience).
 """
 from __future__ import annotations
 
+import time
+import weakref
+
 from engine.db import Database
-from engine.memory.audience import Viewer
+from engine.memory.audience import Viewer, message_audience
+from engine.memory.beliefs import in_recall
+from engine.memory.textutil import Query
 
-POOL_FACTOR = 8            # SQLite: full-text matches ranked before the scope filter, per candidate
+POOL_FACTOR = 8            # SQLite: scope matches ranked before the audience filter, per candidate
+VOCAB = "temp.memory_messages_vocab"   # SQLite: FTS5's rows per token of memory_messages_fts (fts5vocab)
+SCOPE_ROWS_TTL_S = 60.0    # SQLite: how long a scope's count of indexed rows is reused
+# connections that have VOCAB -> scope -> (when counted, its indexed rows)
+_scope_rows: "weakref.WeakKeyDictionary[Database, dict[str, tuple[float, int]]]" = weakref.WeakKeyDictionary()
+K1, B = 1.2, 0.75          # FTS5's bm25 constants
 
 
-async def keyword_messages(db: Database, viewer: Viewer, match: str | None, n: int) -> list[tuple[int, float]]:
-    """(message id, score: higher is better) of the scope the viewer sees for the expression
-    ``match``, best first, at most ``n``.
+def scope_key(scope: str) -> str:
+    """The token FTS5 indexes a row's scope under (migration 0026: 's' || hex(scope))."""
+    return "s" + scope.encode("utf-8").hex().upper()
 
-    SQLite's full-text index spans every scope, and joining each match to its (large) message row
-    is what costs: at 100k messages a common word matches thousands. So the best ``POOL_FACTOR x n``
-    matches are ranked first and only those joined; when fewer than ``n`` of them belong to the
-    viewer, every match is joined. On PostgreSQL the tsvector is a column of the message row, and
-    the planner picks the GIN index or the scope's rows."""
-    if not match:
+
+def fts5_match(scope: str | None, query: Query) -> str:
+    """``query`` as an FTS5 MATCH expression, within ``scope`` (None: in every scope)."""
+    anyof = " OR ".join('"' + " ".join(a) + '"' for a in query.alternatives)
+    return f'scope_key : "{scope_key(scope)}" AND ({anyof})' if scope is not None else anyof
+
+
+_ASCII_FOLD = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+async def fts5_rows(db: Database, tokens: list[str]) -> dict[str, int]:
+    """token -> the rows of memory_messages_fts that hold it, all scopes together (FTS5's own
+    count; absent: none). The connection's ``fts5vocab`` table is made on first use. Tokens are
+    looked up as FTS5's ``ascii`` tokenizer stored them (ASCII letters folded to lower case)."""
+    if db not in _scope_rows:
+        await db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB} USING fts5vocab(main, memory_messages_fts, row)")
+        _scope_rows[db] = {}
+    folded = {t.translate(_ASCII_FOLD): t for t in tokens}
+    rows = await db.fetchall(f"SELECT term, doc FROM {VOCAB} WHERE term IN ({','.join('?' * len(folded))})",
+                             list(folded))
+    return {folded[r["term"]]: r["doc"] for r in rows}
+
+
+async def messages_match(db: Database, scope: str, query: Query) -> str:
+    """The FTS5 expression for ``query`` in ``scope``'s messages: with the scope's token unless the
+    question's terms are in no more rows than the scope holds (module docstring)."""
+    counts = await fts5_rows(db, list(dict.fromkeys(t for a in query.alternatives for t in a)))
+    # a phrase is in no more rows than its rarest token
+    in_terms = sum(min(counts.get(t, 0) for t in a) for a in query.alternatives)
+    known = _scope_rows[db].get(scope)
+    if known is None or time.monotonic() - known[0] > SCOPE_ROWS_TTL_S:
+        key = scope_key(scope)
+        known = _scope_rows[db][scope] = (time.monotonic(), (await fts5_rows(db, [key])).get(key, 0))
+    return fts5_match(None if in_terms <= known[1] else scope, query)
+
+
+def _lexeme(token: str) -> str:
+    return "'" + token.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def tsquery_items(query: Query) -> list[str]:
+    """Each alternative of ``query`` as a tsquery of its own (a phrase: tokens in a row)."""
+    return [" <-> ".join(_lexeme(t) for t in a) for a in query.alternatives]
+
+
+def pg_tsquery(scope: str, query: Query) -> str:
+    """``query`` as a tsquery, within ``scope``."""
+    return f"{_lexeme('scope:' + scope)} & ({' | '.join(tsquery_items(query))})"
+
+
+def _pg_bm25(table: str, alias: str, extra: str, sees: str, pending: bool = False) -> str:
+    """PostgreSQL's BM25 over ``table``'s rows that match the whole query; parameters: each
+    alternative's tsquery, its single token (NULL for a phrase), the whole query, the table's
+    name and the scope for its statistics, then the viewer's, then the limit. ``pending``: rows
+    without a world yet are kept, read under their own ``audience`` column (as ``m``)."""
+    own = ", audience" if pending else ""
+    outer = "LEFT " if pending else ""
+    return (
+        "WITH q AS (SELECT i, tq::tsquery AS tq, lx FROM unnest(?::text[], ?::text[]) "
+        "WITH ORDINALITY AS t(tq, lx, i)), "
+        f"hits AS MATERIALIZED (SELECT id, world_id{own}, search_tsv AS v, search_len AS len FROM {table} "
+        "WHERE search_tsv @@ ?::tsquery), "
+        f"f AS (SELECT h.id, h.world_id{own.replace(' ', ' h.')}, h.len, q.i, CASE WHEN q.lx IS NULL THEN 1 ELSE "
+        "(SELECT array_length(u.positions, 1) FROM unnest(h.v) u WHERE u.lexeme = q.lx) END AS tf "
+        "FROM hits h JOIN q ON h.v @@ q.tq), "
+        "df AS (SELECT i, count(*) AS n FROM f GROUP BY i), "
+        "st AS (SELECT docs::float8 AS docs, tokens::float8 / greatest(docs, 1) AS avgdl FROM memory_search_stats "
+        "WHERE tbl = ? AND scope = ?) "
+        f"SELECT f.id, sum(greatest(ln((st.docs - df.n + 0.5) / (df.n + 0.5)), 1e-6) * f.tf * {K1 + 1} "
+        f"/ (f.tf + {K1} * ({1 - B} + {B} * f.len / st.avgdl))) AS s "
+        f"FROM f JOIN df ON df.i = f.i CROSS JOIN st {f'JOIN {table} {alias} ON {alias}.id = f.id ' if extra else ''}"
+        f"{outer}JOIN worlds w ON w.id = f.world_id WHERE {sees}{extra} GROUP BY f.id ORDER BY s DESC, f.id LIMIT ?")
+
+
+def _pg_params(table: str, scope: str, query: Query) -> tuple:
+    return (tsquery_items(query), [a[0] if len(a) == 1 else None for a in query.alternatives],
+            pg_tsquery(scope, query), table, scope)
+
+
+async def keyword_messages(db: Database, viewer: Viewer, query: Query | None, n: int) -> list[tuple[int, float]]:
+    """(message id, score: higher is better) of the scope the viewer sees for ``query``, best
+    first, at most ``n``.
+
+    On SQLite the index spans every scope; the query asks for the viewer's unless the scope holds
+    more rows than the question's terms are in (``messages_match``). Joining each match to its
+    (large) message row is what costs, so the best ``POOL_FACTOR x n`` are joined first, and
+    every match only when fewer than ``n`` of those are of the scope and in audiences the viewer
+    reads."""
+    if query is None:
         return []
-    sees, seen = viewer.where("w.audience")
     if db.dialect == "postgresql":
-        rows = await db.fetchall(
-            "SELECT m.id, ts_rank(m.search_tsv, q, 1) AS s FROM websearch_to_tsquery('english', ?) q "
-            "JOIN memory_messages m ON m.search_tsv @@ q JOIN worlds w ON w.id = m.world_id "
-            f"WHERE m.scope=? AND {sees} ORDER BY s DESC, m.id LIMIT ?", (match, viewer.scope, *seen, n))
-        return [(r["id"], r["s"]) for r in rows]
+        sees, seen = viewer.where(message_audience("f"))
+        ranked = await db.fetchall(_pg_bm25("memory_messages", "m", "", sees, pending=True),
+                                   (*_pg_params("memory_messages", viewer.scope, query), *seen, n))
+        return [(r["id"], r["s"]) for r in ranked]
+    sees, seen = viewer.where(message_audience())
+    match = await messages_match(db, viewer.scope, query)
     rows: list = []
     for pool in (n * POOL_FACTOR, -1):   # LIMIT -1: no limit
         rows = await db.fetchall(
-            "SELECT m.id, f.s FROM (SELECT rowid, -bm25(memory_messages_fts) AS s FROM memory_messages_fts "
+            "SELECT m.id, f.s FROM (SELECT rowid, -bm25(memory_messages_fts, 0.0, 1.0) AS s FROM memory_messages_fts "
             "WHERE memory_messages_fts MATCH ? ORDER BY s DESC LIMIT ?) f "
-            "CROSS JOIN memory_messages m ON m.id = f.rowid CROSS JOIN worlds w ON w.id = m.world_id "
+            "CROSS JOIN memory_messages m ON m.id = f.rowid LEFT JOIN worlds w ON w.id = m.world_id "
             f"WHERE +m.scope=? AND {sees} ORDER BY f.s DESC LIMIT ?", (match, pool, viewer.scope, *seen, n))
         if len(rows) >= n:
             break
     return [(r["id"], r["s"]) for r in rows]
 
 
-async def keyword_beliefs(db: Database, viewer: Viewer, match: str | None, n: int) -> list[tuple[int, float]]:
-    """(belief id, score: higher is better) of the active beliefs the viewer sees, best first."""
-    if not match:
+async def keyword_beliefs(db: Database, viewer: Viewer, query: Query | None, n: int) -> list[tuple[int, float]]:
+    """(belief id, score: higher is better) of the current beliefs (beliefs.in_recall) the viewer sees, best
+    first."""
+    if query is None:
         return []
     sees, seen = viewer.where("w.audience")
     if db.dialect == "postgresql":
-        sql = ("SELECT b.id, ts_rank(b.search_tsv, q, 1) AS s FROM websearch_to_tsquery('english', ?) q "
-               "JOIN beliefs b ON b.search_tsv @@ q JOIN worlds w ON w.id = b.world_id "
-               f"WHERE b.scope=? AND b.invalid_at IS NULL AND {sees} ORDER BY s DESC, b.id LIMIT ?")
+        rows = await db.fetchall(_pg_bm25("beliefs", "b", f" AND {in_recall('b.')}", sees),
+                                 (*_pg_params("beliefs", viewer.scope, query), *seen, n))
     else:
-        sql = ("SELECT b.id, -bm25(beliefs_fts) AS s FROM beliefs_fts JOIN beliefs b ON b.id = beliefs_fts.rowid "
-               "JOIN worlds w ON w.id = b.world_id "
-               f"WHERE beliefs_fts MATCH ? AND b.scope=? AND b.invalid_at IS NULL AND {sees} ORDER BY s DESC LIMIT ?")
-    rows = await db.fetchall(sql, (match, viewer.scope, *seen, n))
+        rows = await db.fetchall(
+            "SELECT b.id, -bm25(beliefs_fts, 0.0, 1.0) AS s FROM beliefs_fts "
+            "JOIN beliefs b ON b.id = beliefs_fts.rowid JOIN worlds w ON w.id = b.world_id "
+            f"WHERE beliefs_fts MATCH ? AND b.scope=? AND {in_recall('b.')} AND {sees} ORDER BY s DESC LIMIT ?",
+            (fts5_match(viewer.scope, query), viewer.scope, *seen, n))
     return [(r["id"], r["s"]) for r in rows]

@@ -1,4 +1,13 @@
-"""World lifecycle in storage: merging near-duplicate worlds, removing dead ones, forgetting.
+"""World lifecycle in storage: merging near-duplicate worlds, archiving quiet ones, removing
+dead ones, forgetting.
+
+As the WorldNodes design has it, worlds are born, grow, merge, fade and die. Fading is decay:
+belief confidence halves every half-life and a belief below the floor is retired
+(engine.memory.beliefs); a world left with no belief in recall (every one retired or
+superseded, at least one retired) and without a message for ``world_ttl_days`` is archived
+(``archive_quiet``): out of routing, /worlds and digests, its messages still recallable as
+evidence. Nothing is deleted by decay; a world dies (``remove_dead``) only when it holds nothing,
+after forgetting or a merge.
 
 The engine calls these under the scope's lock; ``merge_scope`` also mirrors its merges in the
 scope cache, the others leave that to their callers (engine.memory.storage).
@@ -6,28 +15,36 @@ scope cache, the others leave that to their callers (engine.memory.storage).
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta
+from typing import Sequence
 
 import aiosqlite
 import numpy as np
 
 from engine.db import Database
-from engine.memory.beliefs import fold_duplicates
+from engine.memory import records
+from engine.memory.beliefs import fold_duplicates, in_recall
 from engine.memory.index import CentroidIndex
-from engine.memory.models import WorldState, iso, to_blob, utcnow
-from engine.memory.router import normalise
-from engine.memory.scope_cache import ScopeCache, ScopeState
+from engine.memory.models import Forgotten, WorldState, iso, to_blob, utcnow
+from engine.memory.router import centred, normalise
+from engine.memory.scope_cache import ScopeCache, ScopeState, in_use
 from engine.offload import run_cpu
 
 
-def merge_pairs(index: CentroidIndex, threshold: float) -> list[tuple[str, str, float]]:
-    """Disjoint pairs of worlds at least ``threshold`` similar, most similar first."""
+def merge_pairs(index: CentroidIndex, threshold: float,
+                direction: np.ndarray | None = None) -> list[tuple[str, str, float]]:
+    """Disjoint pairs of worlds at least ``threshold`` similar (router.centred with the scope's
+    ``direction``), most similar first."""
     ids = index.ids()
     if len(ids) < 2:
         return []
     vectors = index.vectors(ids)
+    row = {wid: i for i, wid in enumerate(ids)}
     pairs = []
     for wid, found in zip(ids, index.search_many(vectors, 2)):
         for other, sim in found:
+            if direction is not None and other != wid:
+                sim = centred(vectors[row[wid]], vectors[row[other]], direction)
             if other != wid and sim >= threshold and wid < other:
                 pairs.append((wid, other, sim))
     pairs.sort(key=lambda p: -p[2])
@@ -44,21 +61,21 @@ async def merge_worlds(db: Database, scope: str, keep: WorldState, gone: WorldSt
                        similarity: float) -> None:
     """Move the messages and beliefs of ``gone`` into ``keep``, sum the counters, record the merge."""
     async with db.transaction() as conn:
-        async with conn.execute("SELECT topic, created_at, last_active FROM worlds WHERE id=?", (gone.id,)) as cur:
-            old = await cur.fetchone()
-        await conn.execute("UPDATE memory_messages SET world_id=? WHERE world_id=?", (keep.id, gone.id))
+        old = await records.world_dates(conn, gone.id)
+        await records.move_world_messages(conn, gone.id, keep.id)
         await conn.execute("UPDATE beliefs SET world_id=? WHERE world_id=?", (keep.id, gone.id))
         await fold_duplicates(conn, keep.id)
-        await conn.execute(
-            "UPDATE worlds SET centroid=?, access_count=?,"
-            " created_at=CASE WHEN created_at < ? THEN created_at ELSE ? END,"
-            " last_active=CASE WHEN last_active > ? THEN last_active ELSE ? END WHERE id=?",
-            (to_blob(centroid), keep.access_count + gone.access_count, old["created_at"], old["created_at"],
-             old["last_active"], old["last_active"], keep.id))
-        await conn.execute(
-            "INSERT INTO world_merges(scope, audience, kept_id, absorbed_id, absorbed_topic, similarity, merged_at)"
-            " VALUES (?,?,?,?,?,?,?)", (scope, keep.audience, keep.id, gone.id, old["topic"], similarity, iso(utcnow())))
-        await conn.execute("DELETE FROM worlds WHERE id=?", (gone.id,))
+        await records.absorb(conn, keep.id, to_blob(centroid), keep.access_count + gone.access_count,
+                             old["created_at"], old["last_active"])
+        await records.insert_merge(conn, scope, keep.audience, keep.id, gone.id, old["topic"], similarity,
+                                   iso(utcnow()))
+        await records.delete_world(conn, gone.id)
+
+
+async def forget_merge_topics(conn, scope: str) -> None:
+    """The scope's merge history keeps the merges but not the names of the worlds absorbed: a
+    name drew on messages that may have been forgotten, and a message may have moved since."""
+    await records.clear_merge_topics(conn, scope)
 
 
 async def merge_scope(db: Database, cache: ScopeCache, scope: str, state: ScopeState,
@@ -68,7 +85,7 @@ async def merge_scope(db: Database, cache: ScopeCache, scope: str, state: ScopeS
     returns one {"kept", "absorbed", "similarity"} per merge, in order."""
     merged = []
     for index in list(state.indexes.values()):
-        while pairs := await run_cpu(merge_pairs, index, threshold):
+        while pairs := await run_cpu(merge_pairs, index, threshold, state.centre()):
             for a, b, sim in pairs:
                 wa, wb = state.worlds[a], state.worlds[b]
                 keep, gone = (wa, wb) if (wa.access_count, wb.id) >= (wb.access_count, wa.id) else (wb, wa)
@@ -88,61 +105,70 @@ async def merge_scope(db: Database, cache: ScopeCache, scope: str, state: ScopeS
 
 async def remove_dead(db: Database, scope: str | None = None) -> list[tuple[str, str]]:
     """Delete worlds with no beliefs and no messages; returns their (scope, id)."""
-    where = "AND scope=?" if scope else ""
-    async with db.transaction() as conn:
-        async with conn.execute(
-                "DELETE FROM worlds WHERE NOT EXISTS (SELECT 1 FROM memory_messages m WHERE m.world_id=worlds.id) "
-                f"AND NOT EXISTS (SELECT 1 FROM beliefs b WHERE b.world_id=worlds.id) {where} RETURNING scope, id",
-                (scope,) if scope else ()) as cur:
-            return [(r["scope"], r["id"]) for r in await cur.fetchall()]
+    return await records.delete_empty_worlds(db, scope)
 
 
-async def forget_messages(conn: aiosqlite.Connection, scope: str, where: str,
-                          args: tuple) -> tuple[int, int, set[str]]:
-    """Delete the scope's messages matching ``where`` (one channel's, one author's) and the
-    beliefs resting only on them.
+async def archive_quiet(db: Database, scope: str, now: datetime, ttl_days: float) -> list[tuple[str, str]]:
+    """Archive the scope's worlds in use that hold no belief in recall any more, at least one
+    retired, and no message since ``ttl_days`` before ``now``; returns their (scope, id). Their
+    messages and beliefs stay."""
+    cutoff = iso(now - timedelta(days=ttl_days))
+    return await records.archive_worlds(db, scope, iso(now), in_use(), cutoff, in_recall("b."))
 
-    Returns (messages removed, beliefs removed, worlds touched). Beliefs that also rest on
-    other messages stay, without the forgotten sources.
+
+async def forget_messages(conn: aiosqlite.Connection, scope: str, where: str | None, args: tuple,
+                          beliefs: Sequence[int] = ()) -> tuple[Forgotten, set[str]]:
+    """Delete the scope's messages matching ``where`` (one channel's, one author's, these ids;
+    None: no message), the beliefs resting only on them and the beliefs named in ``beliefs``.
+
+    Returns what was forgotten (the ids of the messages and beliefs removed) and the worlds
+    touched. Beliefs that also rest on other messages stay, without the forgotten sources.
     """
-    async with conn.execute(f"SELECT id, world_id FROM memory_messages WHERE scope=? AND {where}",
-                            (scope, *args)) as cur:
-        rows = await cur.fetchall()
+    rows: list = []
+    if where is not None:
+        rows = await records.matching(conn, scope, where, args)
     gone = {r["id"] for r in rows}
-    touched = {r["world_id"] for r in rows}
-    removed_beliefs = 0
-    if gone:
+    named = set(beliefs)
+    touched = {r["world_id"] for r in rows if r["world_id"] is not None}   # a pending message has no world
+    removed_beliefs: set[int] = set()
+    if gone or named:
         async with conn.execute("SELECT id, world_id, sources FROM beliefs WHERE scope=?", (scope,)) as cur:
-            beliefs = await cur.fetchall()
-        for b in beliefs:
+            found = await cur.fetchall()
+        for b in found:
             sources = json.loads(b["sources"])
-            if not any(s in gone for s in sources):
+            if b["id"] not in named and not any(s in gone for s in sources):
                 continue
-            kept = [s for s in sources if s not in gone]
+            kept = [] if b["id"] in named else [s for s in sources if s not in gone]
             touched.add(b["world_id"])
             if kept:
                 await conn.execute("UPDATE beliefs SET sources=? WHERE id=?", (json.dumps(kept), b["id"]))
             else:
                 await conn.execute("UPDATE beliefs SET superseded_by=NULL WHERE superseded_by=?", (b["id"],))
                 await conn.execute("DELETE FROM beliefs WHERE id=?", (b["id"],))
-                removed_beliefs += 1
-        await conn.execute(f"DELETE FROM memory_messages WHERE scope=? AND {where}", (scope, *args))
-    return len(gone), removed_beliefs, touched
+                removed_beliefs.add(b["id"])
+        if gone and where is not None:   # gone is empty where there is no condition
+            await records.delete_matching(conn, scope, where, args)
+    return Forgotten(scope, frozenset(gone), frozenset(removed_beliefs)), touched
+
+
+async def centroid_of(conn: aiosqlite.Connection, world_id: str) -> tuple[np.ndarray, int] | None:
+    """The normalised mean of a world's message vectors (of its beliefs' when it holds no
+    message) and how many messages it holds; None when it holds nothing."""
+    rows = await records.embeddings_of(conn, world_id)
+    count = len(rows)
+    if not rows:
+        async with conn.execute("SELECT embedding FROM beliefs WHERE world_id=?", (world_id,)) as cur:
+            rows = list(await cur.fetchall())
+    if not rows:
+        return None
+    matrix = np.frombuffer(b"".join(r["embedding"] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+    return normalise(matrix.mean(axis=0)), count
 
 
 async def recentre(conn: aiosqlite.Connection, world_id: str) -> tuple[np.ndarray, int] | None:
     """Centroid and count recomputed from what a world still holds (after forgetting);
     None when it holds nothing."""
-    async with conn.execute("SELECT embedding FROM memory_messages WHERE world_id=?", (world_id,)) as cur:
-        rows = await cur.fetchall()
-    count = len(rows)
-    if not rows:
-        async with conn.execute("SELECT embedding FROM beliefs WHERE world_id=?", (world_id,)) as cur:
-            rows = await cur.fetchall()
-    if not rows:
-        return None
-    matrix = np.frombuffer(b"".join(r["embedding"] for r in rows), dtype=np.float32).reshape(len(rows), -1)
-    centroid = normalise(matrix.mean(axis=0))
-    await conn.execute("UPDATE worlds SET centroid=?, access_count=? WHERE id=?",
-                       (to_blob(centroid), count, world_id))
-    return centroid, count
+    found = await centroid_of(conn, world_id)
+    if found is not None:
+        await records.set_centroid_count(conn, world_id, to_blob(found[0]), found[1])
+    return found

@@ -11,7 +11,8 @@ cores); meanwhile the matrix keeps answering and collects what arrives, folded i
 build is done.
 
 The index follows the database, never the other way round: ``catch_up`` reads the rows stored
-since it last looked (``id > max_id``, one indexed range read), whoever wrote them (this bot's
+since it last looked (``scope = ? AND id > max_id``, one range of the (scope, id) index, so
+other servers' newer rows are never read), whoever wrote them (this bot's
 ingest, an import from the command line, belief extraction), so ingest itself never waits on
 it. Deletions and audience moves make a scope's index stale: the engine calls ``invalidate``
 and it is rebuilt on the next search. A belief superseded later stays in the index; the SQL
@@ -39,6 +40,7 @@ import hnswlib
 import numpy as np
 
 from engine.db import Database
+from engine.memory import records
 from engine.memory.audience import Viewer
 from engine.offload import run_cpu
 
@@ -142,9 +144,7 @@ async def nearest_on_server(db: Database, viewer: Viewer, query: np.ndarray, n: 
         raise ValueError(f"no vectors in table {table!r}")
     sees, seen = viewer.where("w.audience")
     vec = np.asarray(query, dtype="<f4").tobytes()
-    rows = await db.fetchall(
-        f"SELECT t.id, t.embedding <=> ? AS d FROM {table} t JOIN worlds w ON w.id = t.world_id "
-        f"WHERE t.scope=? AND {sees} ORDER BY d, t.id LIMIT ?", (vec, viewer.scope, *seen, n))
+    rows = await records.nearest_in_worlds(db, table, vec, viewer.scope, sees, seen, n)
     return [(r["id"], 1.0 - float(r["d"])) for r in rows]
 
 
@@ -169,9 +169,9 @@ class MessageIndex:
         key = (table, scope)
         vectors = self._scopes.setdefault(key, ScopeVectors())
         async with vectors.lock:
-            rows = await db.fetchall(
-                f"SELECT t.id, t.embedding, w.audience FROM {table} t CROSS JOIN worlds w WHERE w.id = t.world_id "
-                "AND t.id>? AND (t.scope || '')=? ORDER BY t.id", (vectors.max_id, scope))  # a rowid range read
+            # A message stored but not yet embedded (engine.memory.pending) is routed later: the index
+            # stops below the scope's oldest such row, so no row is passed over for good.
+            rows = await records.vectors_after(db, table, scope, vectors.max_id)
             if rows and self._scopes.get(key) is vectors:
                 await run_cpu(self._add_rows, vectors, rows)
                 vectors.max_id = rows[-1]["id"]

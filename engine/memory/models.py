@@ -1,6 +1,7 @@
 """The shapes memory works with: incoming messages, worlds and beliefs."""
 from __future__ import annotations
 
+import re
 import secrets
 import string
 from dataclasses import dataclass, field
@@ -34,6 +35,21 @@ def parse_ts(text: str) -> datetime:
     return datetime.fromisoformat(text)
 
 
+def belief_text(subject: str, predicate: str, obj: str) -> str:
+    """What a belief's vector is computed from."""
+    return f"{subject} {predicate} {obj}"
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """``text`` with each lone surrogate (JSON's "\\ud800", which Telegram, Discord and an export
+    may carry) replaced by U+FFFD: neither database, the tokenizer nor the language detector
+    takes one, and a message that holds one would fail its whole batch, then be skipped."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
 def to_blob(vec: np.ndarray) -> bytes:
     return np.ascontiguousarray(vec, dtype=np.float32).tobytes()
 
@@ -61,6 +77,10 @@ class MemoryMessage:
     audience: str | None = None   # who can read its channel ('' everyone); None: as recorded for the channel
     attachments: tuple[str, ...] = ()   # names and captions of its attached files, searchable with its text
 
+    def __post_init__(self) -> None:
+        self.author, self.text = storable(self.author), storable(self.text)
+        self.attachments = tuple(storable(a) for a in self.attachments)
+
 
 @dataclass
 class WorldState:
@@ -87,6 +107,7 @@ class Belief:
     valid_from: datetime
     invalid_at: datetime | None = None
     superseded_by: int | None = None
+    retired_at: datetime | None = None   # set when its confidence decayed below the floor (history only)
     score: float = 0.0            # relevance to the query that found it (higher is better); 0 when not ranked
 
     @property
@@ -94,7 +115,20 @@ class Belief:
         return self.invalid_at is None
 
     def text(self) -> str:
-        return f"{self.subject} {self.predicate} {self.object}"
+        return belief_text(self.subject, self.predicate, self.object)
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """What one act of forgetting removed from a scope: the ids of its messages and beliefs
+    (engine.memory.storage). ``MemoryEngine.on_forget`` listeners get it, to remove the copies
+    kept elsewhere (the lines of a simulation's brief)."""
+    scope: str
+    messages: frozenset[int] = frozenset()
+    beliefs: frozenset[int] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.messages or self.beliefs)
 
 
 @dataclass
@@ -123,6 +157,7 @@ class WorldInfo:
     created_at: datetime
     last_active: datetime
     audience: str = ""
+    archived_at: datetime | None = None   # archived: out of routing, /worlds and digests; its messages recallable
 
 
 @dataclass

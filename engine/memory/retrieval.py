@@ -4,7 +4,7 @@ relevance floor, neighbour turns, and the world lookups the memory commands show
 Why scope-wide: a question rarely routes to the world that holds its answer (measured on
 LoCoMo: recall inside the routed world found 0.19 of the evidence turns, plain BM25 over all
 messages 0.47). So candidates come from every world the viewer sees: FTS5 bm25 over all its
-messages and beliefs (tsvector ts_rank on PostgreSQL: engine.memory.keyword_sql), and the
+messages and beliefs (BM25 on both databases: engine.memory.keyword_sql), and the
 nearest message and belief vectors (engine.memory.message_index),
 fused by score: vector_weight x cosine + keyword_weight x bm25 / the query's best bm25.
 Measured on two LoCoMo conversations (turn recall at k=5, before chat-text search): this
@@ -15,9 +15,10 @@ when that world is among the nearest to the query), never a filter.
 
 The relevance floor: a query is answered only when some message or belief shares a search term
 with it (a bm25 match: a name, a resolved date, an attachment caption the text's vector knows
-nothing of) or its best candidate is at least ``recall_floor`` similar to it (cosine of MiniLM
-vectors); otherwise memory holds nothing about it (RecallResult.found is False) and ``ask``
-makes no LLM call.
+nothing of) or its best candidate is at least ``recall_floor`` similar to it (the question
+embedded as a query, the messages as passages; the floor is the embedding model's, as cosines
+of different models are not comparable); otherwise memory holds nothing about it
+(RecallResult.found is False) and ``ask`` makes no LLM call.
 
 Privacy: every SQL statement here filters by the viewer (``viewer.where``), and the vector
 index is searched only in the audiences the viewer sees; rows it returns are loaded again
@@ -28,18 +29,21 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
 
 from engine.db import Database
-from engine.memory.audience import Viewer
-from engine.memory.beliefs import BELIEF_COLUMNS, belief_from_row
+from engine.memory.audience import Viewer, message_audience
+from engine.memory.beliefs import BELIEF_COLUMNS, belief_from_row, in_recall
 from engine.memory.index import CentroidIndex
 from engine.memory.keyword_sql import keyword_beliefs, keyword_messages
 from engine.memory.message_index import MessageIndex
 from engine.memory.models import Belief, Evidence, RecallResult, WorldInfo, from_blob, maturity, parse_ts
+from engine.memory.scope_cache import in_use
 from engine.memory.textutil import fts_query
+from engine.offload import run_cpu
 
 MAX_QUERY_CHARS = 2000     # longer search input is cut here, before it reaches SQL or the embedder
 CANDIDATES = 50            # per ranking (keyword, vector) before fusion
@@ -86,12 +90,15 @@ async def nearest_worlds(indexes: dict[str, CentroidIndex], viewer: Viewer, quer
     return sorted(hits, key=lambda h: -h[1])[:n]
 
 
-# CROSS JOIN keeps SQLite on the message rows first (by id, or by channel); "(m.scope || '')" stops
-# it from walking the whole scope's index instead. Both are plain SQL to PostgreSQL, whose planner
+# CROSS JOIN (and LEFT JOIN) keeps SQLite on the message rows first (by id, or by channel); "(m.scope || '')"
+# stops it from walking the whole scope's index instead. Both are plain SQL to PostgreSQL, whose planner
 # takes neither as a hint (it rejects SQLite's "CROSS JOIN .. ON" and "+text", hence these forms).
 _BELIEF_SELECT = ", ".join(f"b.{c.strip()}" for c in BELIEF_COLUMNS.split(","))
-_MESSAGE_SELECT = ("SELECT m.id, m.world_id, m.channel, m.message_id, m.author, m.text, m.ts, m.embedding, "
-                   "w.topic FROM memory_messages m CROSS JOIN worlds w WHERE w.id = m.world_id")
+# A pending message (stored, not yet routed: engine.memory.pending) has no world: its world id and
+# topic read '' and it is read under its own audience (audience.message_audience).
+_MESSAGE_SELECT = ("SELECT m.id, coalesce(m.world_id, '') AS world_id, m.channel, m.message_id, m.author, m.text, "
+                   "m.ts, m.embedding, coalesce(w.topic, '') AS topic "
+                   "FROM memory_messages m LEFT JOIN worlds w ON w.id = m.world_id WHERE 1=1")
 
 
 def evidence_from_row(row, score: float = 0.0, neighbour_of: int | None = None) -> Evidence:
@@ -100,11 +107,12 @@ def evidence_from_row(row, score: float = 0.0, neighbour_of: int | None = None) 
                     world_topic=row["topic"], neighbour_of=neighbour_of)
 
 
-async def load_messages(db: Database, viewer: Viewer, ids: list[int]) -> dict[int, object]:
-    """id -> row (with its embedding), for the ids that exist in the scope and that the viewer sees."""
+async def load_messages(db: Database, viewer: Viewer, ids: list[int]) -> dict[int, Any]:
+    """id -> row (with its embedding: None while pending), for the ids that exist in the scope and
+    that the viewer sees."""
     if not ids:
         return {}
-    sees, seen = viewer.where("w.audience")
+    sees, seen = viewer.where(message_audience())
     rows = await db.fetchall(f"{_MESSAGE_SELECT} AND m.id IN ({_in(ids)}) AND (m.scope || '')=? AND {sees}",
                              (*ids, viewer.scope, *seen))
     return {r["id"]: r for r in rows}
@@ -124,8 +132,8 @@ async def adjacent_turns(db: Database, viewer: Viewer, hits: list) -> dict[int, 
     parts, params = [], []
     for n, hit in enumerate(hits):
         for op, order in ((">", "ASC"), ("<", "DESC")):
-            parts.append(f"SELECT CAST(? AS INTEGER) AS pos, (SELECT id FROM memory_messages WHERE scope=? AND channel=? AND id {op} ? "
-                         f"ORDER BY id {order} LIMIT 1) AS id")
+            parts.append("SELECT CAST(? AS INTEGER) AS pos, (SELECT id FROM memory_messages"
+                         f" WHERE scope=? AND channel=? AND id {op} ? ORDER BY id {order} LIMIT 1) AS id")
             params += [n, viewer.scope, hit["channel"], hit["id"]]
     found = await db.fetchall(" UNION ALL ".join(parts), params)
     ids = [r["id"] for r in sorted(found, key=lambda r: r["pos"])]   # pairs (after, before), in hit order
@@ -146,26 +154,28 @@ def completes(hit, turn, after: bool, window_s: float) -> bool:
 
 async def rank_messages(db: Database, index: MessageIndex, viewer: Viewer, query: np.ndarray,
                         words: dict[int, float], near: dict[str, float], tuning: Tuning
-                        ) -> tuple[list[tuple[object, float]], float]:
+                        ) -> tuple[list[tuple[Any, float]], float]:
     """Messages best first as (row, fused score), and the best cosine among the candidates
     (``words``: the bm25 matches, id -> score)."""
     by_vector = await index.search(db, viewer, query, CANDIDATES)
     rows = await load_messages(db, viewer, list(dict.fromkeys([i for i, _ in by_vector] + list(words))))
-    cosines = {mid: float(from_blob(row["embedding"]) @ query) for mid, row in rows.items()}
+    cosines = {mid: float(from_blob(row["embedding"]) @ query) if row["embedding"] is not None else 0.0
+               for mid, row in rows.items()}   # a pending message is found by its words only
     scores = {mid: fused(cosines[mid], words.get(mid, 0.0), max(words.values(), default=1.0), tuning)
               + tuning.world_bonus * max(near.get(row["world_id"], 0.0), 0.0) for mid, row in rows.items()}
     ranked = sorted(scores, key=lambda mid: -scores[mid])
     return [(rows[mid], scores[mid]) for mid in ranked], max(cosines.values(), default=0.0)
 
 
-async def load_beliefs(db: Database, viewer: Viewer, ids: list[int]) -> dict[int, object]:
-    """id -> row (with its embedding) of the active beliefs among ``ids`` that the viewer sees."""
+async def load_beliefs(db: Database, viewer: Viewer, ids: list[int]) -> dict[int, Any]:
+    """id -> row (with its embedding) of the current beliefs among ``ids`` that the viewer sees."""
     if not ids:
         return {}
     sees, seen = viewer.where("w.audience")
     rows = await db.fetchall(
         f"SELECT {_BELIEF_SELECT}, b.embedding FROM beliefs b CROSS JOIN worlds w WHERE w.id = b.world_id "
-        f"AND b.id IN ({_in(ids)}) AND (b.scope || '')=? AND b.invalid_at IS NULL AND {sees}", (*ids, viewer.scope, *seen))
+        f"AND b.id IN ({_in(ids)}) AND (b.scope || '')=? AND {in_recall('b.')} AND {sees}",
+        (*ids, viewer.scope, *seen))
     return {r["id"]: r for r in rows}
 
 
@@ -185,7 +195,7 @@ async def rank_beliefs(db: Database, index: MessageIndex, viewer: Viewer, query:
     return found, max(cosines.values(), default=0.0)
 
 
-async def with_neighbours(db: Database, viewer: Viewer, ranked: list[tuple[object, float]], k: int,
+async def with_neighbours(db: Database, viewer: Viewer, ranked: list[tuple[Any, float]], k: int,
                           tuning: Tuning) -> list[Evidence]:
     """The top hits, each followed by the turns that complete it, ``k`` messages in all."""
     out: list[Evidence] = []
@@ -215,51 +225,63 @@ async def recall(db: Database, embedder, index: MessageIndex, centroids: dict[st
     below the floor."""
     text = cap(query)
     # "yesterday" in a question is read in the zone messages' dates were read in (chattext)
-    match = fts_query(text, now=datetime.now(ZoneInfo(tuning.zone)))
-    # The keyword searches run on the database's thread while the query is embedded on another core.
-    vectors, words, belief_words = await asyncio.gather(
-        embedder.embed([text]), keyword_messages(db, viewer, match, CANDIDATES),
-        keyword_beliefs(db, viewer, match, CANDIDATES))
+    # (off the event loop: language detection and segmentation load their models on first use)
+    now = datetime.now(ZoneInfo(tuning.zone))
+
+    async def by_words() -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+        match = await run_cpu(lambda: fts_query(text, now=now))
+        return (await keyword_messages(db, viewer, match, CANDIDATES),
+                await keyword_beliefs(db, viewer, match, CANDIDATES))
+
+    # The keyword query is made and searched (on the database's thread) while the query is embedded
+    # on another core.
+    vectors, (words, belief_words) = await asyncio.gather(embedder.embed([text], kind="query"), by_words())
     vec = vectors[0]
+    # The worlds in use nearest the query; none when every world is archived, whose messages are
+    # still searched (archived worlds are out of routing, not out of evidence).
     near = await nearest_worlds(centroids, viewer, vec)
-    if not near:
-        return RecallResult(None, 0.0, [], [])
     top_infos, (ranked, best_message), (beliefs, best_belief) = await asyncio.gather(
-        world_infos(db, viewer, [near[0][0]]),
+        world_infos(db, viewer, [near[0][0]] if near else []),
         rank_messages(db, index, viewer, vec, dict(words), dict(near), tuning),
         rank_beliefs(db, index, viewer, vec, dict(belief_words), k, tuning))
     infos = {w.id: w for w in top_infos}
-    top = infos.get(near[0][0])
+    top = infos.get(near[0][0]) if near else None
+    similarity = near[0][1] if near else 0.0
     if max(best_message, best_belief) < tuning.floor and not words and not belief_words:
-        return RecallResult(top, near[0][1], [], [], {top.id: top} if top else {})
+        return RecallResult(top, similarity, [], [], {top.id: top} if top else {})
     evidence = await with_neighbours(db, viewer, ranked, k, tuning)
     wanted = sorted(({e.world_id for e in evidence} | {b.world_id for b in beliefs}) - set(infos))
-    infos.update({w.id: w for w in await world_infos(db, viewer, wanted)})
-    return RecallResult(top, near[0][1], beliefs, evidence,
+    infos.update({w.id: w for w in await world_infos(db, viewer, wanted, archived=True)})
+    return RecallResult(top, similarity, beliefs, evidence,
                         {w: infos[w] for w in [e.world_id for e in evidence] + [b.world_id for b in beliefs]
                          if w in infos})
 
 
 # -- worlds ------------------------------------------------------------------------------
 
-async def world_infos(db: Database, viewer: Viewer, world_ids: list[str] | None = None) -> list[WorldInfo]:
-    """The worlds the viewer sees (only ``world_ids`` when given), most recently active first."""
+async def world_infos(db: Database, viewer: Viewer, world_ids: list[str] | None = None,
+                      archived: bool = False) -> list[WorldInfo]:
+    """The worlds in use the viewer sees (only ``world_ids`` when given; ``archived``: archived
+    ones too), most recently active first."""
     sees, params = viewer.where("w.audience")
     where, params = f"w.scope=? AND {sees}", [viewer.scope, *params]
+    if not archived:
+        where += f" AND {in_use('w.')}"
     if world_ids is not None:
         if not world_ids:
             return []
         where += f" AND w.id IN ({_in(world_ids)})"
         params += world_ids
     rows = await db.fetchall(
-        "SELECT w.id, w.scope, w.audience, w.topic, w.access_count, w.created_at, w.last_active, "
+        "SELECT w.id, w.scope, w.audience, w.topic, w.access_count, w.created_at, w.last_active, w.archived_at, "
         "(SELECT count(*) FROM memory_messages m WHERE m.world_id=w.id) AS evidence, "
-        "(SELECT count(*) FROM beliefs b WHERE b.world_id=w.id AND b.invalid_at IS NULL) AS beliefs, "
-        "(SELECT avg(confidence) FROM beliefs b WHERE b.world_id=w.id AND b.invalid_at IS NULL) AS conf "
+        f"(SELECT count(*) FROM beliefs b WHERE b.world_id=w.id AND {in_recall('b.')}) AS beliefs, "
+        f"(SELECT avg(confidence) FROM beliefs b WHERE b.world_id=w.id AND {in_recall('b.')}) AS conf "
         f"FROM worlds w WHERE {where} ORDER BY w.last_active DESC, w.id", params)
     return [WorldInfo(r["id"], r["scope"], r["topic"], maturity(r["conf"] or 0.0, r["beliefs"]),
                       r["access_count"], r["beliefs"], r["evidence"], parse_ts(r["created_at"]),
-                      parse_ts(r["last_active"]), r["audience"]) for r in rows]
+                      parse_ts(r["last_active"]), r["audience"],
+                      parse_ts(r["archived_at"]) if r["archived_at"] else None) for r in rows]
 
 
 async def find_world(db: Database, viewer: Viewer, name_or_id: str) -> WorldInfo | None:
@@ -276,7 +298,8 @@ async def find_world(db: Database, viewer: Viewer, name_or_id: str) -> WorldInfo
         if param is None:
             continue
         found = await db.fetchval(
-            f"SELECT id FROM worlds WHERE scope=? AND {sees} AND {sql} ORDER BY access_count DESC, id LIMIT 1",
+            f"SELECT id FROM worlds WHERE scope=? AND {sees} AND {in_use()} AND {sql} "
+            "ORDER BY access_count DESC, id LIMIT 1",
             (viewer.scope, *seen, param))
         if found:
             infos = await world_infos(db, viewer, [found])
@@ -285,16 +308,16 @@ async def find_world(db: Database, viewer: Viewer, name_or_id: str) -> WorldInfo
 
 
 async def world_beliefs(db: Database, viewer: Viewer, world_id: str) -> list[Belief]:
-    """All beliefs of a world (superseded ones too), newest first."""
+    """The beliefs of a world, superseded ones too but not retired ones, newest first."""
     rows = await db.fetchall(
-        f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE world_id=? AND scope=? ORDER BY learned_at DESC, id DESC",
-        (world_id, viewer.scope))
+        f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE world_id=? AND scope=? AND retired_at IS NULL "
+        "ORDER BY learned_at DESC, id DESC", (world_id, viewer.scope))
     return [belief_from_row(r) for r in rows]
 
 
 async def recent_messages(db: Database, viewer: Viewer, world_id: str, n: int = RECENT_MESSAGES) -> list[Evidence]:
     """A world's newest messages, newest first (what /world shows before beliefs exist)."""
-    sees, seen = viewer.where("w.audience")
+    sees, seen = viewer.where(message_audience())
     rows = await db.fetchall(f"{_MESSAGE_SELECT} AND m.world_id=? AND m.scope=? AND {sees} ORDER BY m.id DESC "
                              "LIMIT ?", (world_id, viewer.scope, *seen, n))
     return [evidence_from_row(r) for r in rows]

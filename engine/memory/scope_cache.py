@@ -7,7 +7,10 @@ LISTEN/NOTIFY) tells whether another process committed meanwhile, and the scope'
 stamp (memory_scope_stamps) whether that commit touched this scope, so a `python -m bot import`
 or `merge` running beside the bot is seen before the bot next routes or answers. Writes to a scope
 happen under its lock (``lock``); whoever fails half-way through a write calls ``forget`` so the
-next use reloads from the database.
+next use reloads from the database. Archived worlds (engine.memory.lifecycle) are not loaded: they
+are out of routing (``in_use``, the one rule of which worlds are).
+
+This module owns ``memory_scope_stamps`` (tests/test_sql_owners.py).
 """
 from __future__ import annotations
 
@@ -15,18 +18,23 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from engine.config import MemorySection
 from engine.db import Database
 from engine.embedder import Embedder
-from engine.memory import beliefs as belief_store
-from engine.memory import router
+from engine.memory import beliefs as belief_store, records, router
 from engine.memory.index import CentroidIndex
 from engine.memory.models import WorldState, from_blob, maturity, parse_ts
 from engine.offload import run_cpu
+
+
+def in_use(alias: str = "") -> str:
+    """The SQL condition of a world in use: not archived (routed into, listed, in digests);
+    ``alias``: 'w.'."""
+    return f"{alias}archived_at IS NULL"
 
 
 @dataclass
@@ -36,6 +44,17 @@ class ScopeState:
     new_index: Callable[[], CentroidIndex]
     change_token: int = 0   # the database's change token when last checked
     stamp: int = 0          # memory_scope_stamps.stamp when last checked
+    centre_sum: np.ndarray | None = None   # [memory] routing_centre: the prior + the scope's messages
+
+    def centre(self) -> np.ndarray | None:
+        """The unit mean direction of the scope's messages (router.centred), or None without centring."""
+        if self.centre_sum is None:
+            return None
+        return self.centre_sum / max(float(np.linalg.norm(self.centre_sum)), 1e-12)
+
+    def count_in_centre(self, vec: np.ndarray) -> None:
+        if self.centre_sum is not None:
+            self.centre_sum += vec
 
     def index(self, audience: str) -> CentroidIndex:
         found = self.indexes.get(audience)
@@ -64,18 +83,34 @@ async def stamp(db: Database, scope: str) -> int:
     return await db.fetchval("SELECT stamp FROM memory_scope_stamps WHERE scope=?", (scope,), 0)
 
 
+async def move_every_stamp(conn: Any) -> None:
+    """Within a transaction (``conn``): every scope's stamp moves on, so every process reloads
+    what it holds of any scope before its next use (its vectors were refitted)."""
+    await conn.execute("UPDATE memory_scope_stamps SET stamp = stamp + 1")
+
+
 async def maturities(db: Database, world_ids: list[str]) -> dict[str, float]:
     inputs = await belief_store.world_maturity_inputs(db, world_ids)
     return {w: maturity(c, n) for w, (c, n) in inputs.items()}
 
 
+async def prior_centre(embedder: Embedder) -> np.ndarray:
+    """PRIOR_WEIGHT x the mean of router.PRIOR_LINES, embedded once per process and model."""
+    found = _priors.get(embedder.model_name)
+    if found is None:
+        vectors = await embedder.embed(list(router.PRIOR_LINES))
+        found = _priors[embedder.model_name] = vectors.mean(axis=0) * router.PRIOR_WEIGHT
+    return found
+
+
+_priors: dict[str, np.ndarray] = {}
+
+
 async def load_scope(db: Database, embedder: Embedder, cfg: MemorySection, scope: str) -> ScopeState:
-    """A scope's worlds and one centroid index per audience, built off the event loop."""
+    """A scope's worlds and one centroid index per audience, built off the event loop. The centre
+    (routing_centre) is the prior plus each world's centroid counted once per message it holds."""
     version, scope_stamp = await db.change_token(), await stamp(db, scope)
-    rows = await db.fetchall(
-        "SELECT w.id, w.audience, w.centroid, w.access_count, w.topic_size, "
-        "(SELECT count(*) FROM memory_messages m WHERE m.world_id = w.id) AS evidence "
-        "FROM worlds w WHERE w.scope=? ORDER BY w.created_at, w.id", (scope,))
+    rows = await records.worlds_with_evidence(db, scope, in_use('w.'))
     mature = await maturities(db, [r["id"] for r in rows])
     worlds = {r["id"]: WorldState(r["id"], r["access_count"], r["evidence"], r["topic_size"],
                                   mature.get(r["id"], 0.0), r["audience"]) for r in rows}
@@ -85,20 +120,21 @@ async def load_scope(db: Database, embedder: Embedder, cfg: MemorySection, scope
         return CentroidIndex(dim, cfg.index_m, cfg.index_ef_construction, cfg.index_ef)
 
     indexes: dict[str, CentroidIndex] = {}
+    centre = (await prior_centre(embedder)).astype(np.float64) if cfg.routing_centre else None
     for audience in sorted({r["audience"] for r in rows}):
         part = [r for r in rows if r["audience"] == audience]
         vectors = np.frombuffer(b"".join(r["centroid"] for r in part), dtype=np.float32).reshape(len(part), dim)
         indexes[audience] = new_index()
         await run_cpu(indexes[audience].build, [r["id"] for r in part], vectors)
-    return ScopeState(indexes, worlds, new_index, version, scope_stamp)
+        if centre is not None:
+            centre += np.asarray([r["evidence"] for r in part], dtype=np.float64) @ vectors
+    return ScopeState(indexes, worlds, new_index, version, scope_stamp, centre)
 
 
 async def load_channel(db: Database, cfg: MemorySection, scope: str, channel: str) -> ChannelState:
     """A channel's current world and its recent contentful messages, from its newest stored ones."""
     state = ChannelState()
-    rows = await db.fetchall(
-        "SELECT world_id, ts, text, embedding FROM memory_messages WHERE scope=? AND channel=? "
-        "ORDER BY id DESC LIMIT ?", (scope, channel, max(cfg.context_messages, 1)))
+    rows = await records.latest_routed(db, scope, channel, max(cfg.context_messages, 1))
     if rows:
         state.world_id, state.last_ts = rows[0]["world_id"], parse_ts(rows[0]["ts"])
         for r in reversed(rows):

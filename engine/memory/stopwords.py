@@ -3,7 +3,7 @@ Information Retrieval Group's list), the same 318 words.
 
 Kept here because importing them from scikit-learn loads all of scikit-learn (and much of SciPy): about
 2 CPU seconds at every start of the bot (every command, a CLI error included), for a list of
-words. ``tests/test_chattext.py`` checks the copy against scikit-learn's.
+words. ``tests/engine/memory/test_chattext.py`` checks the copy against scikit-learn's.
 """
 
 ENGLISH_STOP_WORDS = frozenset({

@@ -1,10 +1,13 @@
 """Words, stop words and full-text queries shared by routing, topics and recall."""
 from __future__ import annotations
 
+import functools
 import re
+from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from engine.memory.chattext import find_dates
+from engine.memory import terms
+from engine.memory.chattext import find_dates, in_english
 from engine.memory.stopwords import ENGLISH_STOP_WORDS
 
 _WORD = re.compile(r"[^\W\d_][\w'-]*", re.UNICODE)
@@ -17,9 +20,15 @@ CHAT_FILLER = frozenset({
     "know", "dont", "don", "im", "gonna", "got", "get",
 })
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS) | CHAT_FILLER
+# The same in the languages of the communities the bot was first built for (greetings, laughter).
+OTHER_CHAT_FILLER = {
+    "pt": {"oi", "ola", "olá", "pessoal", "galera", "gente", "kkk", "kkkk", "kkkkk", "rs", "rsrs", "tipo", "ne", "né",
+           "sim", "beleza", "valeu", "tá", "ta", "vc", "vcs", "pra", "pro", "tô", "to", "aí", "ai", "alguém"},
+    "es": {"hola", "jaja", "jajaja", "vale", "gente", "chicos", "bueno", "pues", "sí", "si"},
+    "th": {"ครับ", "ค่ะ", "คะ", "นะ", "จ้า", "555", "5555"},
+}
 # How questions are asked, not what about: left out of full-text queries.
 QUESTION_WORDS = frozenset({"did", "does", "doing", "tell", "say", "said", "kind", "remember", "recall"})
-_POSSESSIVE = re.compile(r"(?:'s|')$")
 
 # Irregular verbs, as a question asks them ("What did Anna buy?") and a message tells them ("I bought
 # a bike"): the porter stemmer joins buy/buys/buying, never buy/bought. Words that are mostly nouns
@@ -42,6 +51,21 @@ _IRREGULAR = (
 VERB_FORMS = {form: forms for forms in (tuple(group.split()) for group in _IRREGULAR.split("; ")) for form in forms}
 
 
+@functools.lru_cache(maxsize=None)
+def stop_words(lang: str) -> frozenset[str]:
+    """The stop words of language ``lang`` (ISO 639-1), chat filler included: English's list above,
+    Thai's from PyThaiNLP, others from stopwordsiso (the stopwords-iso collection, MIT, 57
+    languages, inside the package)."""
+    if lang == "en":
+        return STOP_WORDS
+    if lang == "th":   # PyThaiNLP's list (1,030 words; stopwords-iso has 116)
+        from pythainlp.corpus import thai_stopwords
+        return frozenset(thai_stopwords()) | OTHER_CHAT_FILLER["th"]
+    import stopwordsiso
+    found = stopwordsiso.stopwords(lang) if stopwordsiso.has_lang(lang) else set()
+    return frozenset(w.lower() for w in found) | OTHER_CHAT_FILLER.get(lang, set())
+
+
 def words(text: str) -> list[str]:
     return [w.lower() for w in _WORD.findall(text)]
 
@@ -50,24 +74,38 @@ def content_words(text: str) -> list[str]:
     return [w for w in words(text) if len(w) > 1 and w not in STOP_WORDS]
 
 
-def fts_query(text: str, limit: int = 12, now: datetime | None = None) -> str | None:
-    """An FTS5 MATCH expression for a question, for the message and belief indexes alike (the same
-    text is a websearch_to_tsquery expression on PostgreSQL: engine.memory.keyword_sql): any
-    (OR, so bm25 ranks by how many terms match and how rare they are) of the absolute dates it
-    names, written as chattext indexes them and asked as phrases (relative ones like "yesterday"
-    resolve against ``now``, the current time by default), then its content words, possessives
-    cut ("Caroline's" -> caroline, which also finds her messages by their speaker column), an
-    irregular verb with its other forms (buy -> bought). At most ``limit`` terms (a verb's forms
-    count once); None when nothing is left to search for."""
+@dataclass(frozen=True)
+class Query:
+    """A question as keyword search asks it: index tokens and phrases of tokens (a date), any of
+    which may match (OR: BM25 ranks by how many match and how rare they are). Rendered in each
+    database's syntax by engine.memory.keyword_sql."""
+    alternatives: tuple[tuple[str, ...], ...]
+
+
+def fts_query(text: str, limit: int = 12, now: datetime | None = None) -> Query | None:
+    """The keyword query for a question, for the message and belief indexes alike: the absolute
+    dates it names (in its own language or English), written as chattext indexes them and asked
+    as phrases (relative ones like "yesterday" or "ontem" resolve against ``now``, the current
+    time by default), then its content words (stop words of its languages left out; Thai and
+    Chinese segmented), each under its stem in every language the question plausibly is
+    (engine.memory.terms.question_languages), an English irregular verb with its other forms
+    (buy -> bought). At most ``limit`` words and dates (a word's forms count once); None when
+    nothing is left to search for."""
+    langs = terms.question_languages(text)
+    text = in_english(text, langs[0])
     found = find_dates(text, now or datetime.now(timezone.utc))
-    terms: list[tuple[str, ...]] = [(form,) for _, forms in found for form in forms]
+    groups: list[tuple[tuple[str, ...], ...]] = [(tuple(terms.index_terms(form, "en")),)
+                                                 for _, forms in found for form in forms]
     for (start, end), _ in reversed(found):
         text = text[:start] + " " + text[end:]
-    for word in words(text):
-        word = _POSSESSIVE.sub("", word)
-        if len(word) > 1 and word not in STOP_WORDS and word not in QUESTION_WORDS:
-            terms.append(VERB_FORMS.get(word, (word,)))
-    terms = list(dict.fromkeys(terms))[:limit]
-    if not terms:
-        return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for group in terms for t in group)
+    stop = STOP_WORDS.union(*(stop_words(lang) for lang in langs)) | QUESTION_WORDS
+    for word, stems in terms.segments(text):
+        if word in stop or (stems and len(word) < 2):
+            continue
+        if stems:
+            groups.append(tuple((form,) for w in VERB_FORMS.get(word, (word,)) for form in terms.word_forms(w, langs)))
+        else:
+            groups.append(((word,),))
+    groups = list(dict.fromkeys(groups))[:limit]
+    alternatives = tuple(dict.fromkeys(a for group in groups for a in group))
+    return Query(alternatives) if alternatives else None

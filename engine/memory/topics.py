@@ -3,33 +3,47 @@
 The keyword name is class-based TF-IDF (as in BERTopic): each world's recent messages form one
 document; a word scores high when it is frequent in this world and rare across the scope.
 Keywords are counted per stem ("match" and "matches" are one) with stop words, auxiliaries and
-contractions ("did", "i've") left out, and written as a short phrase: words the chat says side
-by side stay together in its order ("football match"), groups follow their weight, each word
-keeps the spelling and case it mostly has in the chat ("Arsenal", "CSV"), and the first letter
-is a capital: "Arsenal football match" rather than "did football match arsenal".
-A world is renamed when it grew by ``topic_refresh_growth`` since it was last named; naming
-reads only what the world's audience can read, so a name never leaks another audience's words.
+contractions ("did", "i've") left out, each message read in its own language (its stop words
+and stemmer, and the chat verbs and days of ``NAME_STOP_OF``: "Oi pessoal, alguém vai?" names
+nothing; Thai and Chinese segmented into words, a compound said once rather than with its parts,
+and their words joined without spaces as those scripts are written: "足球比赛", not "足球 比赛 足球比赛"),
+and written as a short phrase: words the chat says side by side stay together in its order
+("football match"), groups follow their weight, each word keeps the spelling and case it mostly
+has in the chat ("Arsenal", "CSV"), and the first letter is a capital: "Arsenal football match"
+rather than "did football match arsenal".
+The LLM's name is asked for in the language most of the world's recent messages are in
+(engine.memory.languages), so a Thai world gets a Thai name.
+When a world is named (``needs_topic``, the one home of the rule): first once it holds three
+messages. A name drawn from fewer than ``NAME_SETTLED_AT`` messages is provisional: it is
+recomputed each time the world grows (messages are routed a few at a time as they are embedded,
+so a world's first name may rest on two or three lines and the fourth often says what it is
+about); after that it is renamed when the world grew by ``topic_refresh_growth`` since it was
+last named. Renaming runs ``topic_delay_s`` after a growth, so a burst still costs one pass.
+Naming reads only what the world's audience can read, so a name never leaks another audience's
+words.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import re
-import threading
 from collections import Counter
 from dataclasses import dataclass
 from itertools import combinations
 from typing import Any, Awaitable, Callable
 
 import numpy as np
-import snowballstemmer
 from pydantic import BaseModel, Field
 
+from engine import language
 from engine.config import MemorySection
 from engine.db import Database
+from engine.llm.content_checks import ContentChecks
+from engine.memory import languages, records, terms
+from engine.memory.beliefs import in_recall
 from engine.memory.models import WorldState
 from engine.memory.scope_cache import ScopeState
-from engine.memory.textutil import STOP_WORDS
+from engine.memory.textutil import STOP_WORDS, stop_words
 from engine.offload import run_cpu
 
 log = logging.getLogger(__name__)
@@ -37,28 +51,28 @@ log = logging.getLogger(__name__)
 TOPIC_SAMPLE = 30          # newest messages per world that topic naming reads
 TOPIC_LLM_PER_PASS = 20    # LLM topic names per refresh pass; the rest keep keyword names
 TOPIC_CONTRAST = 300       # other worlds a keyword topic is contrasted with
+NAME_FIRST_AT = 3          # messages a world holds when it is first named (before: its first line's words)
+NAME_SETTLED_AT = 8        # a name drawn from fewer messages is provisional: renamed at each growth
 
 # Words that name no topic, beyond the shared stop words: auxiliaries and chat verbs.
 NAME_STOP = STOP_WORDS | frozenset({
     "did", "does", "doing", "let", "lets", "want", "wanna", "gotta", "going", "went", "say", "said",
     "tell", "told", "thing", "things", "stuff", "lot", "lots", "need", "try", "tried", "look", "feel",
-    "mean", "use", "used", "using", "vs", "actually", "pretty", "probably", "anyway", "sounds", "awesome", "love", "hey", "hi", "hello",
+    "mean", "use", "used", "using", "vs", "actually", "pretty", "probably", "anyway", "sounds", "awesome",
+    "love", "hey", "hi", "hello",
     "today", "tonight", "tomorrow", "yesterday",
 })
-_TOKEN = re.compile(r"[^\W\d_][\w'’-]*")
-_SENTENCE_END = re.compile(r"[.!?:;]")
-
-
-_per_thread = threading.local()
-
-
-def _stemmer():
-    """This thread's stemmer: a snowball stemmer keeps its word in itself while it works, so threads
-    must not share one (worlds are named off the event loop while routing names newborn worlds on it)."""
-    stemmer = getattr(_per_thread, "stemmer", None)
-    if stemmer is None:
-        stemmer = _per_thread.stemmer = snowballstemmer.stemmer("english")
-    return stemmer
+# The same in other languages, beyond their stop words (chat verbs and days that name no topic).
+NAME_STOP_OF = {
+    "pt": frozenset({"hoje", "ontem", "amanhã", "vou", "acho", "sabe", "alguém"}),
+    "th": frozenset({"ไปดู", "ดู", "รู้", "วันนี้", "พรุ่งนี้", "เมื่อวาน", "ขอบคุณ", "สวัสดี"}),
+    "zh": frozenset({"有人", "知道", "一起", "觉得", "今天", "明天", "昨天", "现在", "谢谢", "已经", "想", "太",
+                     "请问", "哈哈", "哈哈哈"}),
+}
+_UNSPACED_CHARS = "\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Thai, kana, Han
+_UNSPACED = re.compile(f"[{_UNSPACED_CHARS}]")
+_TOKEN = re.compile(rf"[{_UNSPACED_CHARS}]+|[^\W\d_][\w'’-]*")
+_SENTENCE_END = re.compile(r"[.!?:;。！？]")
 
 
 @dataclass(frozen=True)
@@ -70,21 +84,33 @@ class _Word:
 
 
 def _words(text: str) -> list[_Word]:
-    """The message's topic words with what they say about their spelling."""
+    """The message's topic words with what they say about their spelling, in the message's
+    language: its stop words left out, stemmed by its stemmer; Thai and Chinese are segmented
+    into words first (engine.memory.terms)."""
+    lang = terms.detect_language(text)
+    stop = NAME_STOP | stop_words(lang) | NAME_STOP_OF.get(lang, frozenset())
     shouting = sum(c.isupper() for c in text) > sum(c.islower() for c in text)
     found = list(_TOKEN.finditer(text))
     out = []
-    for pos, match in enumerate(found):
+    pos = -1
+    for n, match in enumerate(found):
         token = match.group().replace("’", "'").strip("'-")
+        pos += 1
+        if _UNSPACED.search(token):   # a run of words without spaces: its segments, no case
+            for word, stems in terms.segments(token):
+                pos += 1
+                if word not in stop and (len(word) > 1 or not stems):
+                    out.append(_Word(terms.stem(word, lang) if stems else word, word, None, pos))
+            continue
         lower = token.lower()
         if "'" in lower:
             base, _, tail = lower.rpartition("'")
-            if tail != "s" or base in NAME_STOP:
+            if tail != "s" or base in stop:
                 continue  # i've, don't, it's: no topic
             token, lower = token[:len(base)], base  # Arsenal's -> Arsenal
-        if len(lower) < 2 or lower in NAME_STOP:
+        if len(lower) < 2 or lower in stop:
             continue
-        first = pos == 0 or bool(_SENTENCE_END.search(text[found[pos - 1].end():match.start()]))
+        first = n == 0 or bool(_SENTENCE_END.search(text[found[n - 1].end():match.start()]))
         if shouting:
             case = None
         elif len(token) > 1 and token.isupper():
@@ -93,7 +119,7 @@ def _words(text: str) -> list[_Word]:
             case = None if first else "title"
         else:
             case = "lower"
-        out.append(_Word(_stemmer().stemWord(lower), lower, case, pos))
+        out.append(_Word(terms.stem(lower, lang), lower, case, pos))
     return out
 
 
@@ -106,8 +132,19 @@ def _spelling(forms: Counter, cases: Counter) -> str:
 
 
 def _sentence_case(words: list[str]) -> str:
-    name = " ".join(words)
+    """``words`` as a name: spaced, but words of scripts written without spaces (Thai, Chinese,
+    Japanese) side by side joined ("足球比赛", not "足球 比赛"); the first letter a capital."""
+    name = ""
+    for word in words:
+        joined = bool(name) and bool(_UNSPACED.match(word[:1])) and bool(_UNSPACED.match(name[-1]))
+        name += word if not name or joined else f" {word}"
     return name[:1].upper() + name[1:]
+
+
+def _without_parts(words: list[str]) -> list[str]:
+    """``words`` without a segment of an unspaced script that another of them contains: Chinese
+    is segmented both as a compound and as its parts (足球比赛, 足球, 比赛): a name says the compound."""
+    return [w for w in words if not (_UNSPACED.search(w) and any(w != o and w in o for o in words))]
 
 
 def phrase(stems: list[str], messages: list[list[_Word]]) -> str:
@@ -142,8 +179,12 @@ def phrase(stems: list[str], messages: list[list[_Word]]) -> str:
 
 
 def needs_topic(cfg: MemorySection, world: WorldState) -> bool:
-    """A world is (re)named once it holds three messages, and again each time it grew enough."""
-    return world.evidence >= 3 and world.evidence >= world.topic_size * cfg.topic_refresh_growth
+    """A world is named once it holds NAME_FIRST_AT messages; then again at each growth while its
+    name is provisional (drawn from fewer than NAME_SETTLED_AT), and after that each time it grew
+    by ``topic_refresh_growth`` since it was last named."""
+    if world.evidence < NAME_FIRST_AT or world.evidence <= world.topic_size:
+        return False
+    return world.topic_size < NAME_SETTLED_AT or world.evidence >= world.topic_size * cfg.topic_refresh_growth
 
 
 async def rename_later(delay_s: float, rename: Callable[[], Awaitable[Any]], scope: str) -> None:
@@ -175,19 +216,21 @@ async def name_worlds(db: Database, llm: Any, cfg: MemorySection, scope: str, st
     if llm is not None:
         for wid in sorted(targets, key=lambda w: -state.worlds[w].evidence)[:TOPIC_LLM_PER_PASS]:
             facts = [f"{r['subject']} {r['predicate']} {r['object']}" for r in await db.fetchall(
-                "SELECT subject, predicate, object FROM beliefs WHERE world_id=? AND invalid_at IS NULL "
+                f"SELECT subject, predicate, object FROM beliefs WHERE world_id=? AND {in_recall()} "
                 "ORDER BY confidence DESC, id LIMIT 10", (wid,))]
+            samples = docs.get(wid, [])
+            lang = await run_cpu(languages.of_texts, samples)
             try:
-                named = await llm.structured(TopicName, topic_prompt(names.get(wid, ""), docs.get(wid, []), facts),
-                                             fast=True, job="memory.topic", scope=scope)
+                named = await llm.structured(TopicName, topic_prompt(names.get(wid, ""), samples, facts, lang),
+                                             fast=True, activity="memory.topic", scope=scope,
+                                             checks=NAME_CHECKS.in_language(lang))
                 if named.name.strip():
                     names[wid] = named.name.strip()[:80]
             except Exception:
                 log.warning("LLM topic name failed for world %s; keeping keywords", wid, exc_info=True)
     sizes = {wid: state.worlds[wid].evidence for wid in targets}
     async with db.transaction() as conn:
-        await conn.executemany("UPDATE worlds SET topic=?, topic_size=? WHERE id=? AND scope=?",
-                               [(name, sizes[wid], wid, scope) for wid, name in names.items()])
+        await records.name_worlds(conn, [(name, sizes[wid], wid, scope) for wid, name in names.items()])
     for wid in names:
         if wid in state.worlds:
             state.worlds[wid].topic_size = sizes[wid]
@@ -196,16 +239,7 @@ async def name_worlds(db: Database, llm: Any, cfg: MemorySection, scope: str, st
 
 async def topic_docs(db: Database, world_ids: list[str]) -> dict[str, list[str]]:
     """world id -> the texts of its newest messages (at most TOPIC_SAMPLE)."""
-    docs: dict[str, list[str]] = {}
-    for i in range(0, len(world_ids), 500):
-        part = world_ids[i:i + 500]
-        rows = await db.fetchall(
-            "SELECT world_id, text FROM (SELECT world_id, text, row_number() OVER "
-            "(PARTITION BY world_id ORDER BY id DESC) AS rn FROM memory_messages "
-            f"WHERE world_id IN ({','.join('?' * len(part))})) t WHERE rn<=? ORDER BY world_id, rn", (*part, TOPIC_SAMPLE))
-        for r in rows:
-            docs.setdefault(r["world_id"], []).append(r["text"])
-    return docs
+    return await records.newest_texts_by_world(db, world_ids, TOPIC_SAMPLE)
 
 
 def keyword_topics(docs: dict[str, list[str]], targets: set[str], n_words: int) -> dict[str, str]:
@@ -233,7 +267,7 @@ def keyword_topics(docs: dict[str, list[str]], targets: set[str], n_words: int) 
         score = tf / tf.sum() * idf
         top = [i for i in np.argsort(-score, kind="stable")[:n_words] if score[i] > 0]
         if top:
-            names[wid] = phrase([vocab[i] for i in top], parsed[wid])
+            names[wid] = phrase(_without_parts([vocab[i] for i in top]), parsed[wid])
     return names
 
 
@@ -241,12 +275,17 @@ class TopicName(BaseModel):
     name: str = Field(description="2 to 5 words naming what this conversation is about")
 
 
-def topic_prompt(keywords: str, samples: list[str], beliefs: list[str]) -> list[dict]:
+NAME_CHECKS = ContentChecks(texts=("name",))
+
+
+def topic_prompt(keywords: str, samples: list[str], beliefs: list[str], lang: str) -> list[dict]:
+    """The LLM's naming request; the name in language ``lang`` (the world's messages')."""
     facts = "\n".join(f"- {b}" for b in beliefs[:10])
     lines = "\n".join(f"- {s[:200]}" for s in samples[:15])
     return [
         {"role": "system", "content": "You name chat topics. Give a short, specific name of 2 to 5 words "
-                                      "(no quotes, no trailing period) that tells this topic apart from others."},
+                                      "(no quotes, no trailing period) that tells this topic apart from others. "
+                                      f"{language.answer_in(lang)}"},
         {"role": "user", "content": f"Distinctive words: {keywords or '(none)'}\n"
                                     f"Known facts:\n{facts or '(none)'}\nRecent messages:\n{lines}"},
     ]
@@ -258,7 +297,8 @@ def initial_topic(text: str) -> str:
     first: dict[str, _Word] = {}
     for w in _words(text):
         first.setdefault(w.stem, w)
-    words = list(first.values())[:4]
+    kept = set(_without_parts(list(first)))
+    words = [w for stem, w in first.items() if stem in kept][:4]
     if not words:
         return text.strip()[:40]
     return _sentence_case([_spelling(Counter([w.form]), Counter([w.case] if w.case else [])) for w in words])

@@ -3,25 +3,31 @@
 The counts come from the code the steps run, not from separate numbers:
 
 - ontology: one call whose prompt is ``ontology.messages`` over the documents;
-- graph: one extraction call per chunk of ``chunking.chunk_documents`` (the same chunks);
-- environment: ``personas.batch_members`` persona calls plus one event-plan call;
+- graph: one extraction call per chunk of ``graph.chunking.chunk_documents`` (the same chunks);
+- environment: ``environment.personas.batch_members`` persona calls plus one event-plan call;
 - run: for each round and platform, the agents the schedule makes active
-  (``schedule.activity_chance`` on the round's hour of ``activity_by_hour``, the hours a persona
-  is awake in from ``environment.active_hours``, ``schedule.steps_when_active``), for a typical
+  (``run.schedule.activity_chance`` on the round's hour of ``activity_by_hour``, the hours a persona
+  is awake in from ``environment.step.active_hours``, ``run.schedule.steps_when_active``), for a typical
   persona; each step's prompt grows with the steps the agent remembers
   (``agent_memory_rounds``);
 - stance (with ``track_stances``): per round and platform, one call per ``stance_batch`` of the
   agents the same schedule makes active, each shown with what it did in its steps
-  (``stance_prompt``); counted within the run step's usage, shown apart in ``describe``;
-- report: an outline, per section a few tool-calling turns, one query split and the agents the
-  interview tool asks by default, then a summary.
+  (``stance.prompt``); counted within the run step's usage, shown apart in ``describe``;
+- report: an outline, per section a few tool-calling turns, one query split, one choice of
+  interviewees and the agents the interview tool asks by default, then a summary;
+- brief (a simulation started without a document, its brief drafted by the LLM): the one call
+  ``seed.draft.messages`` makes, with the answer it gave (the brief is drafted before the estimate
+  is shown, and it is part of what the simulation costs).
+
+An ensemble (``sizes.runs`` runs) counts steps 1-3 and the report once, and the run and its
+stances once per run: its runs share the prepared environment and each costs what one run does.
 
 ``report_question`` is what one question to the report agent costs (report chat: not part of a
 simulation's estimate, since it is asked later or never; /report's help shows it).
 
 What the model will write, the size of the ontology it will propose and the personas it will
 invent are unknown before the run: those are the constants below, measured on runs against a
-fake endpoint that reports about 4 characters per token (tests/test_sim_estimate.py checks the
+fake endpoint that reports about 4 characters per token (tests/engine/sim/test_estimate.py checks the
 whole estimate against such runs of three sizes, within 30%).
 """
 from __future__ import annotations
@@ -29,14 +35,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from engine import language
 from engine.config import Config
-from engine.sim import ontology, personas, stance_prompt
-from engine.sim.chunking import chunk_documents
-from engine.sim.environment import EVENTS_SYSTEM, active_hours, time_config
-from engine.sim.graph import extraction_prompt
-from engine.sim.report.tools import InterviewAgentsArgs
+from engine.i18n import _, number
+from engine.sim import ontology
+from engine.sim.environment import personas
+from engine.sim.environment.sizing import Sizes
+from engine.sim.environment.step import EVENTS_SYSTEM, active_hours, time_config
+from engine.sim.graph.chunking import chunk_documents
+from engine.sim.graph.step import extraction_prompt
+from engine.sim.report.tools import PLAN_ROSTER, PLAN_SYSTEM, InterviewAgentsArgs
 from engine.sim.run.schedule import activity_chance, expected_steps_when_active
-from engine.sim.sizing import Sizes
+from engine.sim.seed import draft
+from engine.sim.stance import prompt as stance_prompt
+from engine.words import plural
 
 CHARS_PER_TOKEN = 4
 COMPLETION_SHARE = 0.15           # of all tokens, what the model writes (for the price)
@@ -60,6 +72,8 @@ REPORT_TURN_TOKENS = 1_000        # system, brief and tool schemas of one report
 REPORT_TOOL_RESULT_TOKENS = 550   # one tool result carried into the next turns
 REPORT_SMALL_CALL_TOKENS = 250    # outline, query split, summary
 INTERVIEW_TOKENS = 300            # an agent's persona and memory, the question and its answer
+INTERVIEW_ROSTER_LINE_TOKENS = 55  # an agent's line where the interviewees are chosen
+INTERVIEW_PICK_TOKENS = 45        # one choice in the answer: username, reason and question
 # Stance requests (bench/stance_calls.py: about 34 tokens per classified agent, 186 per call)
 STANCE_AGENT_TOKENS = 14          # an agent's header line in a stance request
 STANCE_DEED_TOKENS = 12           # one thing it did, quoted
@@ -74,14 +88,29 @@ class Estimate:
     calls: int
     tokens: int
     usd: float | None           # None when the model has no price in [llm.prices]
-    steps: dict[str, tuple[int, int]] = field(default_factory=dict)   # step -> (calls, tokens)
+    steps: dict[str, tuple[int, int]] = field(default_factory=dict)   # step -> (calls, tokens), all runs
+    runs: int = 1
 
     def describe(self) -> str:
-        cost = f"≈ ${self.usd:.2f}" if self.usd is not None else "cost unknown (no price for the model)"
-        beliefs = ""
+        """The estimate in the current language: "about 1,200 LLM calls and 3,400,000 tokens, ≈ $2.10"."""
+        cost = f"≈ ${self.usd:.2f}" if self.usd is not None else _("cost unknown (no price for the model)")
+        parts = []
+        if (brief := self.steps.get("brief")) and brief[0]:
+            parts.append(_("the brief: {calls}, {tokens}, already spent",
+                           calls=plural(brief[0], "{n} call", "{n} calls"),
+                           tokens=plural(brief[1], "{n} token", "{n} tokens")))
         if (stance := self.steps.get("stance")) and stance[0]:
-            beliefs = f" (beliefs per round: {stance[0]:,} calls, {stance[1]:,} tokens)"
-        return f"about {self.calls:,} LLM calls and {self.tokens:,} tokens{beliefs}, {cost}"
+            parts.append(_("beliefs per round: {calls} calls, {tokens} tokens", calls=number(stance[0]),
+                           tokens=number(stance[1])))
+        details = f" ({'; '.join(parts)})" if parts else ""
+        runs = ""
+        if self.runs > 1:
+            calls, tokens = self.steps["run"]
+            runs = _(" for {runs} runs (each run about {calls} calls and {tokens} tokens; steps 1-3 and the report "
+                     "once)", runs=number(self.runs), calls=number(calls // self.runs),
+                     tokens=number(tokens // self.runs))
+        return _("about {calls} LLM calls and {tokens} tokens{runs}{details}, {cost}", calls=number(self.calls),
+                 tokens=number(self.tokens), runs=runs, details=details, cost=cost)
 
 
 def _tokens(text_chars: int) -> int:
@@ -89,14 +118,14 @@ def _tokens(text_chars: int) -> int:
 
 
 def _ontology_step(config: Config, documents: list, requirement: str) -> tuple[int, int]:
-    prompt = ontology.messages(documents, requirement, config.simulation.ontology_input_chars)
+    prompt = ontology.messages(documents, requirement, config.simulation.ontology_input_chars, language.DEFAULT)
     return 1, _tokens(sum(len(m["content"]) for m in prompt)) + STRUCTURED_OVERHEAD_TOKENS + ONTOLOGY_ANSWER_TOKENS
 
 
 def _graph_step(config: Config, documents: list) -> tuple[int, int]:
     sim = config.simulation
     chunks = chunk_documents([(d.name, d.text) for d in documents], sim.chunk_chars, sim.chunk_overlap)
-    system = _tokens(len(extraction_prompt(ontology.normalise(None)))) + ONTOLOGY_PROMPT_EXTRA_TOKENS
+    system = _tokens(len(extraction_prompt(ontology.normalise(None), language.DEFAULT))) + ONTOLOGY_PROMPT_EXTRA_TOKENS
     tokens = 0
     for chunk in chunks:
         text = _tokens(len(chunk.text) + len(chunk.document))
@@ -173,8 +202,11 @@ def _report_step(config: Config, agents: int) -> tuple[int, int]:
     results = min(REPORT_TOOL_RESULT_TOKENS, _tokens(report.tool_result_chars))
     # turn k carries the results of the tools called in the turns before it (about 1.5 per turn)
     per_section = sum(REPORT_TURN_TOKENS + math.ceil(1.5 * k) * results for k in range(turns))
-    per_section += REPORT_SMALL_CALL_TOKENS + interviews * INTERVIEW_TOKENS
-    calls = 2 + sections * (turns + 1 + interviews)
+    # the interviewees, their reasons and questions chosen in one call (report.tools: PLAN_SYSTEM)
+    choice = (_tokens(len(PLAN_SYSTEM)) + STRUCTURED_OVERHEAD_TOKENS
+              + min(agents, PLAN_ROSTER) * INTERVIEW_ROSTER_LINE_TOKENS + interviews * INTERVIEW_PICK_TOKENS)
+    per_section += REPORT_SMALL_CALL_TOKENS + choice + interviews * INTERVIEW_TOKENS
+    calls = 2 + sections * (turns + 2 + interviews)
     return calls, 2 * REPORT_SMALL_CALL_TOKENS + sections * per_section
 
 
@@ -189,13 +221,25 @@ def report_question(config: Config) -> tuple[int, int]:
     return turns + 1, tokens + INTERVIEW_TOKENS
 
 
-def estimate(config: Config, documents: list, requirement: str, sizes: Sizes) -> Estimate:
-    """The estimate for ``documents`` (engine.documents.Document: name, text) and resolved sizes."""
-    steps = {"ontology": _ontology_step(config, documents, requirement),
+def brief_call(requirement: str, answer_chars: int) -> tuple[int, int]:
+    """(calls, tokens) of drafting a brief from ``requirement`` that came out ``answer_chars`` long."""
+    prompt = draft.messages(requirement)
+    return 1, _tokens(sum(len(m["content"]) for m in prompt) + answer_chars) + STRUCTURED_OVERHEAD_TOKENS
+
+
+def estimate(config: Config, documents: list, requirement: str, sizes: Sizes,
+             brief: tuple[int, int] | None = None) -> Estimate:
+    """The estimate for ``documents`` (engine.documents.Document: name, text) and resolved sizes;
+    ``brief``: the (calls, tokens) of drafting the brief the documents are (``brief_call``)."""
+    def per_run(counts: tuple[int, int]) -> tuple[int, int]:
+        return counts[0] * sizes.runs, counts[1] * sizes.runs
+
+    steps = {**({"brief": brief} if brief else {}),
+             "ontology": _ontology_step(config, documents, requirement),
              "graph": _graph_step(config, documents),
              "environment": _environment_step(config, sizes.agents),
-             "run": _run_step(config, sizes.agents, sizes.rounds),
-             "stance": _stance_step(config, sizes.agents, sizes.rounds, requirement),
+             "run": per_run(_run_step(config, sizes.agents, sizes.rounds)),
+             "stance": per_run(_stance_step(config, sizes.agents, sizes.rounds, requirement)),
              "report": _report_step(config, sizes.agents)}
     calls = sum(c for c, _ in steps.values())
     tokens = sum(t for _, t in steps.values())
@@ -204,5 +248,5 @@ def estimate(config: Config, documents: list, requirement: str, sizes: Sizes) ->
     if price is not None:
         out = tokens * COMPLETION_SHARE
         usd = ((tokens - out) * price.input + out * price.output) / 1_000_000
-    return Estimate(calls, tokens, usd, steps)
+    return Estimate(calls, tokens, usd, steps, sizes.runs)
 

@@ -4,10 +4,12 @@ the actions logged so far), optionally with an event injected at round K+1.
 
 ``fork_simulation`` registers the fork and prepares its folder; it makes no LLM call. What it
 writes makes the pipeline go straight to the run, and the run resume from round K+1 exactly as
-after a crash (``engine.sim.run.child`` ``_restore_files``, ``SimRuns.run``):
+after a crash (``engine.sim.run.child.main`` ``_restore_files``, ``SimRuns.run``):
 
 - a ``simulations`` row: new id, the parent's scope, channel and requirement, the spec with the
-  fork's round count, lineage columns ``parent_id``, ``fork_round`` (K, 1-based), ``fork_event``;
+  fork's round count, lineage columns ``parent_id``, ``fork_round`` (K, 1-based), ``fork_event``,
+  and the parent's audience (``records.fork_audience``: the asking channel's, when the parent is
+  public and the fork is asked for in a restricted channel);
 - the parent's steps 1-3 outputs (documents, ontology, graph summary, personas, profiles; hard
   links where possible) and ``simulation_config.json`` with the fork's id and round count;
 - ``sim_steps`` rows for those steps (with 0 LLM calls: the fork spent none) and a copy of the
@@ -32,20 +34,33 @@ import json
 import os
 import secrets
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from engine.config import Config
 from engine.db import Database
+from engine.i18n import _
 from engine.jobs import JobError
-from engine.sim.envmodels import CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES, SimulationConfig
-from engine.sim.injections import DEFAULT_SOURCE, Injection, append_injection, read_injections
+from engine.memory.audience import Viewer
+from engine.sim import records
 from engine.sim.context import SimSpec
-from engine.sim.records import sims_dir
+from engine.sim.environment.models import CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES, SimulationConfig
+from engine.sim.graph.store import copy_graph
+from engine.sim.records import fork_audience, not_here, sims_dir, visible
 from engine.sim.run import fork_points
-from engine.sim.run.protocol import (ACTIONS_LOG, CHECKPOINT, CHECKPOINT_DB, MEMORY_FILE, PLATFORMS, platform_db,
-                                     platform_dir)
+from engine.sim.run.injections import DEFAULT_SOURCE, Injection, append_injection, read_injections
+from engine.sim.run.output import (
+    ACTIONS_LOG,
+    CHECKPOINT,
+    CHECKPOINT_DB,
+    MEMORY_FILE,
+    PLATFORMS,
+    platform_db,
+    platform_dir,
+)
+from engine.sim.run.service import add_stopped_run, stored_run
+from engine.sim.stance.tracking import copy_stances
 
 SHARED_STEPS = ("ontology", "graph", "environment")
 SHARED_FILES = ("documents.json", "ontology.json", "graph_summary.json", "personas.json", TWITTER_PROFILES,
@@ -95,7 +110,7 @@ def forkable_rounds(folder: Path, platforms: list[str], last_checkpoint: int | N
 
 async def fork_rounds(db: Database, sim_id: str) -> list[int] | None:
     """The rounds a fork of ``sim_id`` may start from now; None when it has no run."""
-    run = await db.fetchone("SELECT * FROM sim_runs WHERE sim_id=?", (sim_id,))
+    run = await stored_run(db, sim_id)
     if run is None:
         return None
     done = json.loads(run["rounds_done"])
@@ -130,6 +145,25 @@ def _sources(folder: Path, platforms: list[str], k: int, run_row, settled: bool)
     return found
 
 
+def share_files(parent: Path, child: Path) -> None:
+    """The outputs of steps 1-3 in ``parent``'s folder, linked (or copied) into ``child``'s (blocking);
+    ``simulation_config.json`` is the caller's to write."""
+    for name in SHARED_FILES:
+        if (parent / name).exists():
+            fork_points.link_or_copy(parent / name, child / name)
+    for name in SHARED_DIRS:
+        if (parent / name).is_dir():
+            shutil.copytree(parent / name, child / name, copy_function=fork_points.link_or_copy)
+
+
+async def share_steps(conn, dialect: str, parent_id: str, sim_id: str, now: str) -> None:
+    """Within a transaction (``conn``): ``sim_id`` shares ``parent_id``'s steps 1-3, their
+    ``sim_steps`` rows (with 0 LLM calls: ``sim_id`` spent none) and a copy of its knowledge graph
+    rows under ``sim_id`` (``GraphStore`` keys rows by simulation; the copies get new ids)."""
+    await records.copy_steps(conn, parent_id, sim_id, SHARED_STEPS, now)
+    await copy_graph(conn, dialect, parent_id, sim_id)
+
+
 def _copy_prefix(src: Path, dst: Path, length: int) -> None:
     with open(src, "rb") as fin, open(dst, "wb") as fout:
         remaining = length
@@ -148,12 +182,7 @@ def _prepare_folder(parent: Path, child: Path, sim_id: str, k: int, rounds: int,
                     injections: list[Injection]) -> None:
     """Everything on disk (run off the event loop); FileNotFoundError when a fork point vanished."""
     child.mkdir(parents=True)
-    for name in SHARED_FILES:
-        if (parent / name).exists():
-            fork_points.link_or_copy(parent / name, child / name)
-    for name in SHARED_DIRS:
-        if (parent / name).is_dir():
-            shutil.copytree(parent / name, child / name, copy_function=fork_points.link_or_copy)
+    share_files(parent, child)
     cfg = SimulationConfig.model_validate_json((parent / CONFIG_FILE).read_text(encoding="utf-8"))
     cfg.sim_id = sim_id
     cfg.time.rounds = rounds
@@ -190,41 +219,43 @@ def _injections(parent: Path, k: int, inject: str | None, platforms: list[str], 
 
 async def fork_simulation(db: Database, config: Config, parent_id: str, from_round: int, *,
                           rounds: int | None = None, inject: str | None = None, asked_by: str = "",
-                          scope: str | None = None, channel: str | None = None) -> Fork:
-    """Create the fork of ``parent_id`` at round ``from_round`` (see the module docstring).
-    ``scope``, when given, must be the parent's (a chat sees only its own simulations);
+                          viewer: Viewer | None = None, channel: str | None = None) -> Fork:
+    """Create the fork of ``parent_id`` at round ``from_round`` (see the module docstring), asked
+    for by ``viewer``, who must see the parent (engine.sim.records; None: the operator);
     ``channel``: where the fork reports (default: the parent's channel)."""
-    parent = await db.fetchone("SELECT * FROM simulations WHERE id=?", (parent_id,))
-    if parent is None or (scope is not None and parent["scope"] != scope):
-        raise ForkRefused(f"no simulation {parent_id} here. /sims lists them.")
-    run = await db.fetchone("SELECT * FROM sim_runs WHERE sim_id=?", (parent_id,))
+    parent = await records.row(db, parent_id)
+    if parent is None or not visible(viewer, parent["scope"], parent["audience"]):
+        raise ForkRefused(not_here(parent_id))
+    run = await stored_run(db, parent_id)
     if run is None:
-        raise ForkRefused(f"simulation {parent_id} has no run yet: a fork starts from a round its run completed.")
+        raise ForkRefused(_("simulation {sim} has no run yet: a fork starts from a round its run completed.",
+                            sim=parent_id))
     inject = (inject or "").strip() or None
     done = json.loads(run["rounds_done"])
     platforms = [p for p in PLATFORMS if p in done]
     completed = min((done[p] for p in platforms), default=0)
     if completed < 1:
-        raise ForkRefused(f"simulation {parent_id} has not completed a round yet; nothing to fork from.")
+        raise ForkRefused(_("simulation {sim} has not completed a round yet; nothing to fork from.", sim=parent_id))
     k = from_round
     if not 1 <= k <= completed:
-        raise ForkRefused(f"round {k} is not a completed round of simulation {parent_id}: "
-                          f"fork from round 1 to {completed}.")
+        raise ForkRefused(_("round {round} is not a completed round of simulation {sim}: fork from round 1 to "
+                            "{last}.", round=k, sim=parent_id, last=completed))
     folder = Path(parent["folder"])
     parent_cfg = SimulationConfig.model_validate_json((folder / CONFIG_FILE).read_text(encoding="utf-8"))
     total = rounds if rounds is not None else parent_cfg.time.rounds
     if total > config.simulation.max_rounds:
-        raise ForkRefused(f"--rounds {total} is above [simulation] max_rounds ({config.simulation.max_rounds}).")
+        raise ForkRefused(_("--rounds {rounds} is above [simulation] max_rounds ({most}).", rounds=total,
+                            most=config.simulation.max_rounds))
     if total <= k:
-        raise ForkRefused(f"the fork must run past round {k}: give --rounds above {k} (the parent has "
-                          f"{parent_cfg.time.rounds}).")
+        raise ForkRefused(_("the fork must run past round {round}: give --rounds above {round} (the parent has "
+                            "{rounds}).", round=k, rounds=parent_cfg.time.rounds))
     settled = run["status"] != "running"
     sources = _sources(folder, platforms, k, run, settled)
     if sources is None:
         usable = forkable_rounds(folder, platforms, completed if settled else None)
-        raise ForkRefused(f"round {k} of simulation {parent_id} can no longer be forked from (its fork point was "
-                          f"thinned out to keep [simulation] fork_points_mb); rounds that can: "
-                          f"{fork_points.describe_rounds(usable)}.")
+        raise ForkRefused(_("round {round} of simulation {sim} can no longer be forked from (its fork point was "
+                            "thinned out to keep [simulation] fork_points_mb); rounds that can: {rounds}.", round=k,
+                            sim=parent_id, rounds=fork_points.describe_rounds(usable)))
     sim_id = secrets.token_hex(4)
     child = (sims_dir(config) / sim_id).resolve()
     injections = _injections(folder, k, inject, platforms, asked_by)
@@ -232,64 +263,37 @@ async def fork_simulation(db: Database, config: Config, parent_id: str, from_rou
         await asyncio.to_thread(_prepare_folder, folder, child, sim_id, k, total, sources, injections)
     except FileNotFoundError:
         await asyncio.to_thread(shutil.rmtree, child, True)
-        raise ForkRefused(f"round {k}'s fork point of simulation {parent_id} was thinned out just now; "
-                          f"/sim status {parent_id} lists the rounds that can still be forked from.") from None
+        raise ForkRefused(_("round {round}'s fork point of simulation {sim} was thinned out just now; /sim status "
+                            "{sim} lists the rounds that can still be forked from.", round=k, sim=parent_id)) from None
     except BaseException:
         await asyncio.to_thread(shutil.rmtree, child, True)
         raise
     spec = SimSpec(**{"documents": [], "requirement": parent["requirement"], **json.loads(parent["spec"] or "{}")})
     spec.rounds = total
     channel = channel or parent["channel"]
-    await _register(db, parent, sim_id, child, spec, k, inject, {s.platform: s.actions for s in sources}, channel)
+    await _register(db, parent, sim_id, child, spec, k, inject, {s.platform: s.actions for s in sources}, channel,
+                    fork_audience(parent["audience"], viewer))
     return Fork(sim_id, parent_id, child, k, total, inject, parent["scope"], channel)
 
 
 async def _register(db: Database, parent, sim_id: str, folder: Path, spec: SimSpec, k: int, event: str | None,
-                    actions: dict[str, int], channel: str | None) -> None:
+                    actions: dict[str, int], channel: str | None, audience: str) -> None:
     now = _utcnow()
     parent_id = parent["id"]
     async with db.transaction() as conn:
-        await conn.execute(
-            "INSERT INTO simulations(id, scope, channel, requirement, spec, folder, created_at, parent_id, fork_round,"
-            " fork_event) VALUES (?,?,?,?,?,?,?,?,?,?)",
-            (sim_id, parent["scope"], channel, parent["requirement"], json.dumps(asdict(spec)), str(folder),
-             now, parent_id, k, event))
-        await conn.execute(
-            "INSERT INTO sim_steps(sim_id, step, summary, llm_calls, tokens, finished_at)"
-            f" SELECT ?, step, summary, 0, 0, ? FROM sim_steps WHERE sim_id=? AND step IN ({','.join('?' * 3)}) ORDER BY rowid",
-            (sim_id, now, parent_id, *SHARED_STEPS))
-        cur = await conn.execute(
-            "SELECT (SELECT coalesce(max(id), 0) FROM sim_entities) - coalesce(min(id), 0) + 1"
-            " FROM sim_entities WHERE sim_id=?", (parent_id,))
-        offset = (await cur.fetchone())[0]
-        await conn.execute(
-            "INSERT INTO sim_entities(id, sim_id, name, norm_name, type, summary, attributes, aliases, mentions,"
-            " embedding) SELECT id + ?, ?, name, norm_name, type, summary, attributes, aliases, mentions, embedding"
-            " FROM sim_entities WHERE sim_id=? ORDER BY id", (offset, sim_id, parent_id))
-        if db.dialect == "postgresql":   # explicit ids leave the identity sequence behind them
-            await conn.execute("SELECT setval(pg_get_serial_sequence('sim_entities', 'id'),"
-                               " (SELECT max(id) FROM sim_entities))")
-        await conn.execute(
-            "INSERT INTO sim_edges(sim_id, source_id, target_id, relation, fact, valid_at, invalid_at, chunk,"
-            " embedding) SELECT ?, source_id + ?, target_id + ?, relation, fact, valid_at, invalid_at, chunk,"
-            " embedding FROM sim_edges WHERE sim_id=? ORDER BY id", (sim_id, offset, offset, parent_id))
-        await conn.execute(
-            "INSERT INTO sim_runs(sim_id, folder, job_id, scope, status, rounds_total, rounds_done, actions,"
-            " started_at, updated_at) VALUES (?,?,NULL,?,'stopped',?,?,?,?,?)",
-            (sim_id, str(folder), parent["scope"], spec.rounds, json.dumps({p: k for p in actions}),
-             json.dumps(actions), now, now))
-        await conn.execute(
-            "INSERT INTO sim_stances(sim_id, platform, round, agent_id, score, label)"
-            " SELECT ?, platform, round, agent_id, score, label FROM sim_stances WHERE sim_id=? AND round<=?",
-            (sim_id, parent_id, k))
+        await records.add_fork(conn, parent, sim_id, folder, spec, k, event, channel, audience, now)
+        await share_steps(conn, db.dialect, parent_id, sim_id, now)
+        await add_stopped_run(conn, sim_id, folder, parent["scope"], spec.rounds, {p: k for p in actions}, actions,
+                              now)
+        await copy_stances(conn, parent_id, sim_id, k)
 
 
 def lineage(sim) -> str:
     """' ⑂ of `a3f2` at round 6 · +event: …' for a fork (a SimRecord or SimListing), '' for others."""
     if not sim.parent_id:
         return ""
-    text = f" ⑂ of `{sim.parent_id}` at round {sim.fork_round}"
+    text = _(" ⑂ of `{sim}` at round {round}", sim=sim.parent_id, round=sim.fork_round)
     if sim.fork_event:
         event = sim.fork_event
-        text += f" · +event: {event if len(event) <= 60 else event[:59] + '…'}"
+        text += _(" · +event: {event}", event=event if len(event) <= 60 else event[:59] + "…")
     return text

@@ -5,6 +5,8 @@ the rules whatever it returned: at most 10 entity types whose last two are alway
 Organization (fallbacks for anyone who fits nothing else), only actors that could speak on
 social media, 1-3 attributes per type with reserved names renamed, at most 10 relation types
 whose source and target types exist. An unusable answer yields the two fallback types.
+Descriptions and the summary are asked for in the simulation's language; names stay English
+identifiers (a type name keeps only ASCII letters and digits).
 """
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
+from engine import language
 from engine.documents import Document, read_documents
+from engine.i18n import _
 from engine.llm import InvalidAnswer
 from engine.llm.content_checks import ContentChecks
 from engine.words import plural
@@ -181,7 +185,9 @@ Rules:
   companies, institutions, media outlets. Never abstract concepts, topics, events, places,
   laws or technologies.
 - Propose up to 8 specific entity types for this material; Person and Organization are added
-  automatically as fallbacks, so do not propose them.
+  automatically as fallbacks, so do not propose them. Include the kinds of ordinary people the
+  events touch (e.g. Resident, Student, Commuter, Customer): members of the public are drawn
+  from them when the material names few actors.
 - Each entity type has 1-3 attributes (snake_case), none named uuid, name, group_id,
   name_embedding, summary or created_at.
 - Up to 10 relation types in UPPER_SNAKE_CASE, each with the entity types it connects.
@@ -200,8 +206,16 @@ def excerpt(documents: list[Document], limit: int) -> str:
     return "\n\n".join(parts)
 
 
-def messages(documents: list[Document], requirement: str, limit: int) -> list[dict]:
-    return [{"role": "system", "content": SYSTEM},
+def language_rule(lang: str) -> str:
+    """What the ontology is written in: its words in the simulation's language, its names identifiers."""
+    name = language.named(lang)
+    return (f"Write descriptions, examples and the summary in {name}. Type, attribute and relation names are "
+            "identifiers: keep them in English, in the cases above.")
+
+
+def messages(documents: list[Document], requirement: str, limit: int, lang: str) -> list[dict]:
+    """The ontology request; its words in language ``lang`` (the simulation's)."""
+    return [{"role": "system", "content": f"{SYSTEM}\n{language_rule(lang)}"},
             {"role": "user", "content": f"Simulation requirement: {requirement}\n\nDocuments:\n"
                                         f"{excerpt(documents, limit)}"}]
 
@@ -213,10 +227,13 @@ async def step(ctx: "SimContext") -> dict:
     ctx.path("documents.json").write_text(
         json.dumps([{"name": d.name, "pages": d.pages, "text": d.text} for d in docs], ensure_ascii=False),
         encoding="utf-8")
-    await ctx.progress(0.2, f"read {plural(len(docs), 'document')}, {plural(sum(d.chars for d in docs), 'character')}")
+    await ctx.progress(0.2, _("read {documents}, {characters}",
+                              documents=plural(len(docs), "{n} document", "{n} documents"),
+                              characters=plural(sum(d.chars for d in docs), "{n} character", "{n} characters")))
     try:
         draft = await ctx.llm.structured(
-            Ontology, messages(docs, ctx.spec.requirement, ctx.config.simulation.ontology_input_chars),
+            Ontology, messages(docs, ctx.spec.requirement, ctx.config.simulation.ontology_input_chars,
+                               ctx.spec.language),
             job=ctx.job_id, scope=ctx.scope, checks=CHECKS)
         fallback = False
     except InvalidAnswer as err:

@@ -18,7 +18,6 @@ searchable too). Files are read off the event loop; the memory engine embeds off
 """
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from datetime import timedelta, timezone
@@ -28,16 +27,12 @@ from typing import Any, Iterator
 from engine.memory import MemoryEngine, MemoryMessage
 from engine.memory.sim_scopes import sim_scope
 from engine.offload import run_cpu
-from engine.sim.envmodels import CONFIG_FILE, SimulationConfig, TimeConfig
-from engine.sim.injections import DEFAULT_SOURCE, INJECTED
+from engine.sim.environment.models import CONFIG_FILE, SimulationConfig, TimeConfig
+from engine.sim.run.injections import DEFAULT_SOURCE
 from engine.sim.run.observers import RoundDone, RoundObserver
-from engine.sim.report.stats import _connect, users
-from engine.sim.run.protocol import ACTIONS_LOG, PLATFORMS, platform_db
+from engine.sim.run.output import ACTION, INJECTED, PLATFORMS, WORDS, actions_log, connect, log_rows, platform_db, users
 
 log = logging.getLogger(__name__)
-
-WORDS = {"create_post", "quote_post", "create_comment"}   # actions that carry an agent's own words
-
 
 def message_id(platform: str, kind: str, number: Any) -> str:
     """The memory id of a platform's post or comment (``twitter:post:12``)."""
@@ -55,22 +50,16 @@ def parse_message_id(mid: str) -> tuple[str, str, int] | None:
 def _log_lines(path: Path, rounds: set[int] | None) -> Iterator[dict]:
     """The lines of an actions.jsonl that carry words, of the given 0-based rounds (all: None);
     other events and broken lines (a crash can cut the last one short) are left out."""
-    if not path.exists():
-        return
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if not any(word in line for word in (*WORDS, INJECTED)):   # most lines: likes, follows, rounds
-                continue
-            try:
-                row = json.loads(line)
-                rnd = int(row["round"])
-            except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                continue
-            if not isinstance(row, dict) or (rounds is not None and rnd not in rounds):
-                continue
-            if row.get("type") == INJECTED or (row.get("type") == "action" and row.get("action") in WORDS
-                                              and isinstance(row.get("info"), dict)):
-                yield row
+    for row in log_rows(path, containing=(*WORDS, INJECTED)):
+        try:
+            rnd = int(row["round"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if rounds is not None and rnd not in rounds:
+            continue
+        if row.get("type") == INJECTED or (row.get("type") == ACTION and row.get("action") in WORDS
+                                          and isinstance(row.get("info"), dict)):
+            yield row
 
 
 def _environment(folder: Path) -> SimulationConfig | None:
@@ -89,7 +78,7 @@ def _platform_names_and_quotes(db_path: Path, quote_ids: list[int]) -> tuple[dic
     the run may still be writing it)."""
     if not db_path.exists():
         return {}, {}
-    conn = _connect(db_path)
+    conn = connect(db_path)
     try:
         names = {uid: name for uid, (_, name) in users(conn).items()}
         quotes: dict[int, str] = {}
@@ -108,7 +97,7 @@ def platform_messages(folder: Path, sim_id: str, platform: str, rounds: set[int]
     given rounds (numbered from 1; None: every round logged), in log order (blocking)."""
     folder = Path(folder)
     zero_based = None if rounds is None else {r - 1 for r in rounds}
-    rows = list(_log_lines(folder / platform / ACTIONS_LOG, zero_based))
+    rows = list(_log_lines(actions_log(folder, platform), zero_based))
     if not rows:
         return []
     env = _environment(folder)
@@ -145,7 +134,7 @@ def _words(row: dict, platform: str, author, quotes: dict[int, str]) -> tuple[st
         kind, number, who, text = "comment", info.get("comment_id"), author(row.get("agent_id")), info.get("content")
     elif row["action"] == "quote_post":
         number = info.get("new_post_id")
-        kind, who, text = "post", author(row.get("agent_id")), quotes.get(number)
+        kind, who, text = "post", author(row.get("agent_id")), quotes.get(number) if isinstance(number, int) else None
     else:
         kind, number, who, text = "post", info.get("post_id"), author(row.get("agent_id")), info.get("content")
     if not isinstance(number, int) or not isinstance(text, str) or not text.strip():

@@ -5,8 +5,9 @@ It runs on the test's event loop. Point discord.py at it with the adapter's conf
 says HELLO, answers IDENTIFY with READY and one GUILD_CREATE (guild ``GUILD`` with text
 channel ``CHANNEL`` and any added with ``add_channel``, each with its permission overwrites,
 threads added with ``add_thread``, roles @everyone, ``ADMIN_ROLE`` and ``STAFF_ROLE``) and
-acknowledges heartbeats. A test then dispatches ``interaction(...)`` or ``message(...)`` (in any
-channel), changes a channel's overwrites with ``update_channel`` (CHANNEL_UPDATE) or a role's
+acknowledges heartbeats. A test then dispatches ``interaction(...)`` (a slash command),
+``message_command(...)`` (a message context-menu command picked on a message) or ``message(...)``
+(in any channel), changes a channel's overwrites with ``update_channel`` (CHANNEL_UPDATE) or a role's
 permissions with ``update_role`` (GUILD_ROLE_UPDATE), and awaits the bot's REST calls with
 ``wait_for``; every REST call is kept in ``calls`` as (method, path, json, files).
 Users' messages are kept per channel and served by ``GET /channels/{id}/messages``
@@ -24,7 +25,7 @@ import itertools
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from aiohttp import WSMsgType, web
 
@@ -85,10 +86,12 @@ class FakeDiscord(LocalServer):
         self._sockets: list[web.WebSocketResponse] = []
         self.identified = asyncio.Event()
         self.guilds: dict[str, str] = {GUILD: "Test Guild"}   # server id -> name
+        self.preferred_locale = "en-US"    # every server's language (Server Settings, Community)
         self.channels: dict[str, dict] = {CHANNEL: self._channel(CHANNEL, "general", [])}
         self.shards: dict[web.WebSocketResponse, tuple[int, int]] = {}  # connection -> (shard id, shard count)
         self.identified_shards: list[tuple[int, int]] = []
         self.threads: dict[str, dict] = {}
+        self.dms: dict[str, dict] = {}     # user id -> their direct-message channel with the bot
         self.roles: dict[str, dict] = {r["id"]: r for r in (
             {"id": GUILD, "name": "@everyone", "permissions": str(EVERYONE_PERMS), "position": 0},
             {"id": ADMIN_ROLE, "name": "botadmin", "permissions": str(EVERYONE_PERMS), "position": 1},
@@ -134,10 +137,11 @@ class FakeDiscord(LocalServer):
         return {"id": att_id, "filename": filename, "size": len(data) if size is None else size, "url": url,
                 "proxy_url": url, "content_type": "text/plain"}
 
-    def add_channel(self, name: str, overwrites: list[dict] = ()) -> str:
-        """A text channel of the guild; added before the bot connects, it arrives with GUILD_CREATE."""
+    def add_channel(self, name: str, overwrites: Sequence[dict] = (), guild: str = GUILD) -> str:
+        """A text channel of ``guild`` (the first server unless named); added before the bot
+        connects, it arrives with GUILD_CREATE."""
         channel_id = self.next_id()
-        self.channels[channel_id] = self._channel(channel_id, name, list(overwrites))
+        self.channels[channel_id] = self._channel(channel_id, name, list(overwrites), guild)
         return channel_id
 
     def add_guild(self, guild_id: str, name: str = "Other Guild") -> str:
@@ -156,7 +160,8 @@ class FakeDiscord(LocalServer):
         """An active thread of ``parent`` (public, or private: only members added read it)."""
         thread_id = self.next_id()
         self.threads[thread_id] = {
-            "id": thread_id, "type": 12 if private else 11, "name": name, "guild_id": self.guild_of(parent), "parent_id": parent,
+            "id": thread_id, "type": 12 if private else 11, "name": name, "guild_id": self.guild_of(parent),
+            "parent_id": parent,
             "owner_id": "6001", "message_count": 0, "member_count": 1, "rate_limit_per_user": 0, "flags": 0,
             "thread_metadata": {"archived": False, "auto_archive_duration": 1440, "archive_timestamp": now_iso(),
                                 "locked": False}}
@@ -172,23 +177,66 @@ class FakeDiscord(LocalServer):
         self.channels[channel_id] = {**self.channels[channel_id], "permission_overwrites": list(overwrites)}
         await self.dispatch("CHANNEL_UPDATE", self.channels[channel_id])
 
+    def dm_channel(self, user_id: str) -> str:
+        """The id of the direct-message channel between the bot and ``user_id`` (made on first use)."""
+        if user_id not in self.dms:
+            self.dms[user_id] = {"id": self.next_id(), "type": 1, "recipients": [user(user_id)],
+                                 "last_message_id": None}
+        return self.dms[user_id]["id"]
+
     async def interaction(self, name: str, options: list[dict] | None = None, *, member: dict | None = None,
-                          attachments: list[dict] = (), channel: str = CHANNEL) -> dict:
-        """Dispatch a slash command; options: [{'name','type','value'}]."""
-        token = f"itoken-{self.next_id()}"
-        member = member or self.member("6000")
+                          attachments: Sequence[dict] = (), channel: str = CHANNEL, dm: str | None = None,
+                          locale: str = "en-US") -> dict:
+        """Dispatch a slash command; options: [{'name','type','value'}]. ``dm``: a user id, who sends it
+        in a direct message with the bot (no server, no member). ``locale``: the member's Discord
+        language (the server's is ``preferred_locale``)."""
         data: dict[str, Any] = {"id": self.next_id(), "name": name, "type": 1, "options": options or []}
         if attachments:
             data["resolved"] = {"attachments": {a["id"]: a for a in attachments}}
+        return await self._interact(data, member, channel, dm, locale)
+
+    async def message_command(self, name: str, target: dict, *, member: dict | None = None) -> dict:
+        """Dispatch a message context-menu command (a message's Apps menu) picked on ``target``, a
+        message payload (what ``message`` returned), in that message's channel."""
+        data = {"id": self.next_id(), "name": name, "type": 3, "target_id": target["id"],
+                "resolved": {"messages": {target["id"]: target}}}
+        return await self._interact(data, member, target["channel_id"])
+
+    async def _interact(self, data: dict, member: dict | None, channel: str, dm: str | None = None,
+                        locale: str = "en-US") -> dict:
+        payload = self.interaction_payload(data, member, channel, dm, locale)
+        await self.dispatch("INTERACTION_CREATE", payload)
+        return payload
+
+    def interaction_payload(self, data: dict, member: dict | None = None, channel: str = CHANNEL,
+                            dm: str | None = None, locale: str = "en-US") -> dict:
+        """An INTERACTION_CREATE's payload around ``data`` (a test may change it before ``dispatch``)."""
+        token = f"itoken-{self.next_id()}"
+        member = member or self.member("6000")
         payload = {
             "id": self.next_id(), "application_id": APP_ID, "type": 2, "token": token, "version": 1,
             "guild_id": self.guild_of(channel), "channel_id": channel, "channel": self.channels[channel],
-            "member": member, "app_permissions": str(EVERYONE_PERMS | (1 << 15)), "locale": "en-US",
-            "guild_locale": "en-US", "attachment_size_limit": 10 * 2**20, "entitlements": [], "context": 0,
+            "member": member, "app_permissions": str(EVERYONE_PERMS | (1 << 15)), "locale": locale,
+            "guild_locale": self.preferred_locale, "attachment_size_limit": 10 * 2**20, "entitlements": [],
+            "context": 0,
             "authorizing_integration_owners": {"0": self.guild_of(channel)}, "data": data,
         }
-        await self.dispatch("INTERACTION_CREATE", payload)
+        if dm is not None:
+            dm_id = self.dm_channel(dm)
+            for key in ("guild_id", "member", "guild_locale"):
+                del payload[key]
+            payload.update(channel_id=dm_id, channel=self.dms[dm], user=user(dm), context=1,
+                           authorizing_integration_owners={"1": dm})
         return payload
+
+    async def dm_message(self, content: str, author_id: str, reply_to: str | None = None) -> dict:
+        """A user's message to the bot in their direct-message channel (``reply_to``: a message id)."""
+        channel = self.dm_channel(author_id)
+        msg = self.message_payload(channel, content, user(author_id))
+        if reply_to is not None:
+            msg.update(type=19, message_reference={"message_id": reply_to, "channel_id": channel})
+        await self.dispatch("MESSAGE_CREATE", msg)
+        return msg
 
     async def message(self, content: str, author_id: str = "6000", channel: str = CHANNEL,
                       reply_to: str | None = None) -> dict:
@@ -216,6 +264,10 @@ class FakeDiscord(LocalServer):
             self._sockets.remove(ws)
             await ws.close(code=4000)
 
+    def listening(self, guild: str = GUILD) -> bool:
+        """Whether a gateway connection that receives ``guild``'s events is open now."""
+        return any(self._serves(ws, guild) for ws in self._sockets)
+
     def calls_to(self, method: str, contains: str) -> list[Call]:
         return [c for c in self.calls if c.method == method and contains in c.path]
 
@@ -241,9 +293,10 @@ class FakeDiscord(LocalServer):
             "id": guild, "name": self.guilds[guild], "icon": None, "owner_id": OWNER, "unavailable": False,
             "member_count": 3, "large": False, "features": [], "emojis": [], "stickers": [], "roles": roles,
             "channels": [c for c in self.channels.values() if c["guild_id"] == guild],
-            "threads": [t for t in self.threads.values() if t["guild_id"] == guild], "members": [], "voice_states": [],
+            "threads": [t for t in self.threads.values() if t["guild_id"] == guild],
+            "members": [{**self.member(APP_ID), "user": BOT_USER}], "voice_states": [],   # the bot as Discord sends
             "presences": [], "stage_instances": [], "guild_scheduled_events": [], "soundboard_sounds": [],
-            "premium_tier": 0, "preferred_locale": "en-US", "joined_at": now_iso(), "mfa_level": 0,
+            "premium_tier": 0, "preferred_locale": self.preferred_locale, "joined_at": now_iso(), "mfa_level": 0,
             "verification_level": 0, "explicit_content_filter": 0, "default_message_notifications": 0,
             "system_channel_flags": 0, "nsfw_level": 0,
         }
@@ -257,18 +310,26 @@ class FakeDiscord(LocalServer):
     # -- gateway ---------------------------------------------------------------------------
 
     async def dispatch(self, event: str, data: dict) -> None:
-        """Send an event to the connection(s) of the shard its server belongs to."""
+        """Send an event to the connection(s) of the shard its server belongs to; a connection
+        whose client has gone (killed) misses it, as on Discord."""
         guild = data.get("guild_id") or (data["id"] if event == "GUILD_CREATE" else None)
         for ws in list(self._sockets):
             if self._serves(ws, guild):
-                await self._send(ws, event, data)
+                try:
+                    await self._send(ws, event, data)
+                except ConnectionResetError:
+                    if ws in self._sockets:
+                        self._sockets.remove(ws)
 
     async def _send(self, ws: web.WebSocketResponse, event: str, data: dict) -> None:
         await ws.send_str(json.dumps({"op": 0, "t": event, "s": next(self._seq), "d": data}))
 
-    def _serves(self, ws: web.WebSocketResponse, guild: str | None) -> bool:
+    def _serves(self, ws: web.WebSocketResponse, guild: Any) -> bool:
         shard, count = self.shards.get(ws, (0, 1))
-        return shard == 0 if guild is None else (int(guild) >> 22) % count == shard
+        try:
+            return shard == 0 if guild is None else (int(guild) >> 22) % count == shard
+        except (TypeError, ValueError):   # a malformed event's server id: shard 0 gets it
+            return shard == 0
 
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse()
@@ -346,8 +407,8 @@ class FakeDiscord(LocalServer):
             return ({"id": APP_ID, "name": "worldbot", "description": "", "icon": None, "bot_public": True,
                      "bot_require_code_grant": False, "owner": user(OWNER, "owner"), "team": None,
                      "verify_key": "00", "flags": 0},)
-        if m == "PUT" and parts[0] == "applications":  # command sync: echo with ids
-            return ([{**cmd, "id": self.next_id(), "application_id": APP_ID, "version": "1",
+        if m == "PUT" and parts[0] == "applications":  # command sync: echo with ids (a menu command: no description)
+            return ([{"description": "", **cmd, "id": self.next_id(), "application_id": APP_ID, "version": "1",
                       "default_member_permissions": cmd.get("default_member_permissions")} for cmd in body],)
         if m == "POST" and parts[0] == "interactions":
             return ({"interaction": {"id": parts[1], "type": 2,

@@ -21,7 +21,7 @@ class LocalServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # a started TCP site's server
 
     async def _close(self) -> None:
         if self._runner:

@@ -6,7 +6,8 @@ it receives the request body (a dict) and returns one of
   - a str: the assistant's message content,
   - a dict: a whole chat.completion object (see ``completion``),
   - a ``Raw``: status, headers, body and delay chosen freely (429, 500, broken JSON, stalls).
-Every request body is kept in ``server.requests``, its Authorization header in ``server.authorizations``.
+Every request body is kept in ``server.requests``, its Authorization header in ``server.authorizations``,
+unless ``keep_requests`` is False (a long benchmark: thousands of growing prompts would hold gigabytes).
 """
 from __future__ import annotations
 
@@ -52,10 +53,12 @@ Responder = Callable[[dict], "str | dict | Raw"]
 
 
 class FakeOpenAI:
-    def __init__(self, responder: Responder | None = None):
+    def __init__(self, responder: Responder | None = None, keep_requests: bool = True):
         self.responder: Responder = responder or (lambda body: "ok")
+        self.keep_requests = keep_requests
         self.requests: list[dict] = []
         self.authorizations: list[str] = []
+        self.dropped = 0   # requests whose client closed the connection before the body was read
         self.port = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -71,9 +74,14 @@ class FakeOpenAI:
             body = await request.json()
         except json.JSONDecodeError:
             return web.json_response({"error": {"message": "bad json"}}, status=400)
-        with self._lock:
-            self.requests.append(body)
-            self.authorizations.append(request.headers.get("Authorization", ""))
+        except ConnectionResetError:  # the client went away mid-request (its timeout, or it was killed)
+            with self._lock:
+                self.dropped += 1
+            return web.Response(status=499)
+        if self.keep_requests:
+            with self._lock:
+                self.requests.append(body)
+                self.authorizations.append(request.headers.get("Authorization", ""))
         answer = self.responder(body)
         if isinstance(answer, Raw):
             if answer.delay:
@@ -103,7 +111,7 @@ class FakeOpenAI:
             self._loop.run_until_complete(self._runner.setup())
             site = web.TCPSite(self._runner, "127.0.0.1", 0)
             self._loop.run_until_complete(site.start())
-            self.port = site._server.sockets[0].getsockname()[1]
+            self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # a started TCP site's server
             ready.set()
             self._loop.run_forever()
             self._loop.run_until_complete(self._runner.cleanup())

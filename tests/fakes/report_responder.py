@@ -1,8 +1,10 @@
 """Responders for FakeOpenAI that let the whole pipeline run offline.
 
 ``ReportWriter`` plays the report agent's model the way a cooperative one would: it plans an
-outline, then per section asks for statistics and a deep search, interviews agents, and
-writes text that cites what those tools actually returned (read back from the tool messages).
+outline, then per section asks for statistics and a deep search (and, in an ensemble's report,
+every run through ``ensemble_runs``), interviews agents (choosing the first ones it is shown,
+each with a reason and a question), and writes text that cites what those tools actually
+returned (read back from the tool messages).
 ``PipelineResponder`` routes each request: steps 1-3 to ``SimResponder``, the report to
 ``ReportWriter``, the stance classification of each round to ``StanceResponder``, and
 everything else (camel-oasis agents and their interviews) to ``SocialResponder``.
@@ -10,6 +12,7 @@ everything else (camel-oasis agents and their interviews) to ``SocialResponder``
 from __future__ import annotations
 
 import json
+import re
 import threading
 
 from tests.fakes.openai_server import SocialResponder, completion
@@ -30,7 +33,7 @@ def _schema_props(body: dict) -> set[str]:
 
 class ReportWriter:
     def __init__(self):
-        self.counts = {"outline": 0, "split": 0, "turns": 0, "summary": 0, "persona": 0}
+        self.counts = {"outline": 0, "split": 0, "turns": 0, "summary": 0, "persona": 0, "choice": 0}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -38,7 +41,7 @@ class ReportWriter:
         props = _schema_props(body)
         system = body["messages"][0].get("content") or ""
         tools = {t["function"]["name"] for t in body.get("tools") or []}
-        return (props in ({"title", "sections"}, {"queries"}) or "insight_forge" in tools
+        return (props in ({"title", "sections"}, {"queries"}, {"picks"}) or "insight_forge" in tools
                 or system.startswith("Summarise") or "taking part in a social-media simulation" in system)
 
     def _count(self, key: str) -> None:
@@ -57,6 +60,13 @@ class ReportWriter:
             self._count("split")
             question = body["messages"][-1]["content"]
             return json.dumps({"queries": [f"{question} actors", f"{question} consequences"]})
+        if props == {"picks"}:   # whom to interview: the first agents listed, up to the count asked
+            self._count("choice")
+            asked = re.search(r"Pick at most (\d+)", system)
+            count = int(asked.group(1)) if asked else 0
+            names = re.findall(r"^- @(\S+) \(", body["messages"][-1]["content"], re.M)[:count]
+            return json.dumps({"picks": [{"username": n, "reason": f"@{n} took part in the discussion.",
+                                          "question": f"@{n}, what do you expect to happen next?"} for n in names]})
         if system.startswith("Summarise"):
             self._count("summary")
             return "The simulation predicts a divided response; the most engaged posts set the tone."
@@ -71,9 +81,11 @@ class ReportWriter:
         turn = sum(1 for m in messages if m["role"] == "assistant")
         focus = messages[1]["content"].rsplit(": ", 1)[-1]
         if turn == 0:
+            tools = {t["function"]["name"] for t in body.get("tools") or []}
+            runs = [{"id": "runs", "name": "ensemble_runs", "arguments": {}}] if "ensemble_runs" in tools else []
             return completion(tool_calls=[
                 {"id": "stats", "name": "simulation_statistics", "arguments": {"focus": "overview", "top": 3}},
-                {"id": "forge", "name": "insight_forge", "arguments": {"question": focus}}])
+                {"id": "forge", "name": "insight_forge", "arguments": {"question": focus}}, *runs])
         if turn == 1:
             return completion(tool_calls=[{"id": "ask", "name": "interview_agents",
                                            "arguments": {"question": "What do you expect to happen next?",
@@ -88,6 +100,12 @@ class ReportWriter:
         facts = results.get("forge", {}).get("facts") or []
         if facts:
             parts.append(f"The background: {facts[0]['fact']} {facts[0]['cite']}.")
+        for run in results.get("runs", {}).get("per_run") or []:
+            if run["top_posts"]:
+                post = run["top_posts"][0]
+                parts.append(f"In run {run['run']}, which ends {run['ends']}, {post['author']} wrote the most "
+                             f"engaged post {post['cite']}.")
+                break
         answers = results.get("ask", {}).get("answers") or []
         for a in answers[:2]:
             parts.append(f"Asked what comes next, {a['cite']} said: \"{a['answer'][:160]}\"")

@@ -2,7 +2,9 @@
 valid content derived from the request itself, so steps 1-3 run end to end offline.
 
 It recognises the request by its JSON schema (response_format, or the schema quoted in the
-prompt by the weaker modes): ontology, chunk extraction, persona batches, event plans. Names
+prompt by the weaker modes): ontology, chunk extraction, persona batches, members of the public
+(the crowd's batches: as many people per group as the request lists), event plans, and the seed
+brief drafted from a requirement alone (named actors of a harbour dispute). Names
 are taken from the text it is given (capitalised word sequences), so the graph reflects the
 document. Token usage is reported as characters / 4, like a real tokenizer roughly would.
 """
@@ -47,8 +49,12 @@ def kind_of(body: dict) -> str:
         return "extraction"
     if "personas" in props:
         return "personas"
+    if "people" in props:
+        return "crowd"
     if "hot_topics" in props:
         return "events"
+    if "open_questions" in props:
+        return "brief"
     return "chat"
 
 
@@ -64,6 +70,9 @@ def ontology(_body: dict) -> dict:
              "attributes": [{"name": "office", "description": ""}, {"name": "party", "description": ""},
                             {"name": "uuid", "description": ""}, {"name": "district", "description": ""}]},
             {"name": "MediaOutlet", "description": "Newspapers and broadcasters", "examples": [], "attributes": []},
+            {"name": "Resident", "description": "People who live in Valmora", "examples": [],
+             "attributes": [{"name": "district", "description": ""}]},
+            {"name": "Dock Worker", "description": "People who work at the port", "examples": [], "attributes": []},
             {"name": "Policy", "description": "an abstract concept, must be dropped", "examples": [], "attributes": []},
             {"name": "Person", "description": "the LLM's own wording for people", "examples": [], "attributes": []},
         ],
@@ -127,6 +136,29 @@ def personas(body: dict) -> dict:
     return {"personas": out}
 
 
+FIRST = ["Ana", "Bo", "Cai", "Dina", "Ed", "Fei", "Gil", "Hugo", "Ida", "Jon", "Kai", "Lea", "Mo", "Nia", "Oto"]
+
+
+def crowd(body: dict) -> dict:
+    """The people asked for, by group ("- resident: 3"), each different: name, stance, activity."""
+    wanted = re.findall(r"^- (.+?): (\d+)$", _user(body), re.M)
+    people: list[dict] = []
+    for group, n in wanted:
+        for _ in range(int(n)):
+            i = len(people)
+            people.append({"entity_name": f"{FIRST[i % len(FIRST)]} {group.title()}{i}", "group": group,
+                           "age": 20 + 3 * i % 60, "gender": ["female", "male"][i % 2],
+                           "mbti": ["ISFJ", "ENTP", "INFP", "ESTJ"][i % 4], "country": "Valmora",
+                           "profession": group, "interests": ["port", "rent"],
+                           "bio": f"A {group} of Valmora, number {i}.",
+                           "persona": f"A {group} who worries about the port, voice number {i}.",
+                           "stance": ["supportive", "opposing", "neutral", "observer"][i % 4],
+                           "activity_level": round(0.1 + 0.8 * ((i * 37) % 10) / 10, 2),
+                           "posts_per_hour": 0.5, "active_hours": list(range(8, 22)),
+                           "response_delay_rounds": i % 3})
+    return {"people": people}
+
+
 def events(body: dict) -> dict:
     names = re.findall(r"^- (.+?) \[", _user(body), re.M)
     return {"narrative": "Valmora argues about automating its port.",
@@ -137,7 +169,24 @@ def events(body: dict) -> dict:
                                  {"agent_name": names[0], "content": "too late", "hour": 10_000}]}
 
 
-ANSWERS = {"ontology": ontology, "extraction": extraction, "personas": personas, "events": events}
+def brief(body: dict) -> dict:
+    question = _user(body).split(":", 1)[-1].strip()
+    return {"title": "Valmora Port Faces a Strike Vote",
+            "situation": f"In Valmora, a harbour town, the question is: {question} The Dockworkers Union meets "
+                         "Maria Lopez of Harbor Logistics on Monday while the Valmora Council watches.",
+            "actors": [{"name": "Dockworkers Union", "kind": "organisation",
+                        "position": "Against automation: the union fears for its members' jobs."},
+                       {"name": "Harbor Logistics", "kind": "organisation",
+                        "position": "For automation: the company wants faster cranes."},
+                       {"name": "Maria Lopez", "kind": "person",
+                        "position": "The company's negotiator, looking for a compromise."},
+                       {"name": "Valmora Council", "kind": "organisation",
+                        "position": "Neutral: the council wants the port open."}],
+            "open_questions": ["Will the union strike?", "Who will the town side with?"]}
+
+
+ANSWERS = {"ontology": ontology, "extraction": extraction, "personas": personas, "crowd": crowd, "events": events,
+           "brief": brief}
 
 
 class SimResponder:

@@ -1,5 +1,5 @@
 """A responder for FakeOpenAI that answers the stance classification requests
-(engine.sim.stance_prompt) like a cooperative model: one score per user id listed in the
+(engine.sim.stance.prompt) like a cooperative model: one score per user id listed in the
 request, starting from the persona's stance (or the previous score) and drifting with the
 round, so the split changes over a run. ``WithStances`` puts it in front of another responder.
 """

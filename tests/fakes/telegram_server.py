@@ -4,9 +4,11 @@ It runs on the test's event loop. ``push_message`` queues an update that the nex
 ``getUpdates`` long-poll returns (at most ``limit`` at a time, like the Bot API; an offset
 confirms the updates below it, and ``resend_confirmed`` sends confirmed ones again); every
 call the bot makes is kept in ``calls`` as (method, params, files) and ``wait_for`` awaits
-one that matches. Files the test offers
+one that matches; ``push_raw`` queues updates as they are, however malformed. Files the test offers
 with ``add_file`` are served under /file/bot<token>/<path>. An edit to identical text gets
-Telegram's 400 "message is not modified", as the real API does.
+Telegram's 400 "message is not modified", as the real API does. A user in ``unstarted`` never
+opened a private chat with the bot: sending into it gets Telegram's 403 "bot can't initiate
+conversation with a user".
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from aiohttp import web
 
 from tests.fakes.local_server import LocalServer
 
+USER_ID = 7   # who sends what a test pushes, unless it names someone
 BOT_USER = {"id": 4242, "is_bot": True, "first_name": "WorldBot", "username": "world_bot",
             "can_join_groups": True, "can_read_all_group_messages": False, "supports_inline_queries": False}
 
@@ -39,6 +42,7 @@ class FakeTelegram(LocalServer):
         self.files: dict[str, tuple[str, bytes]] = {}  # file_id -> (file_path, data)
         self.admins: set[tuple[int, int]] = set()       # (chat_id, user_id) that are administrators
         self.texts: dict[tuple[int, int], str] = {}     # (chat_id, message_id) -> current text
+        self.unstarted: set[int] = set()                 # users the bot may not write to privately
         self._updates: list[dict] = []
         self.confirmed: list[dict] = []                  # updates a later getUpdates offset confirmed
         self._update_ids = itertools.count(1)
@@ -67,16 +71,18 @@ class FakeTelegram(LocalServer):
     def add_file(self, file_id: str, filename: str, data: bytes) -> None:
         self.files[file_id] = (f"documents/{filename}", data)
 
-    def push_message(self, chat_id: int, text: str = "", *, user_id: int = 7, chat_type: str | None = None,
+    def push_message(self, chat_id: int, text: str = "", *, user_id: int = USER_ID, chat_type: str | None = None,
                      document: dict | None = None, reply_to: dict | None = None,
-                     thread_id: int | None = None) -> dict:
-        """Queue an incoming message; ``document`` = {'file_id','file_name','file_size'}."""
+                     thread_id: int | None = None, language_code: str | None = None) -> dict:
+        """Queue an incoming message; ``document`` = {'file_id','file_name','file_size'};
+        ``language_code``: the sender's app language (IETF tag), as Telegram sends it."""
         chat_type = chat_type or ("private" if chat_id > 0 else "supergroup")
         message: dict[str, Any] = {
             "message_id": next(self._message_ids), "date": int(time.time()),
             "chat": {"id": chat_id, "type": chat_type, **({"first_name": "Ann"} if chat_type == "private"
                                                            else {"title": "Group"})},
-            "from": {"id": user_id, "is_bot": False, "first_name": f"User{user_id}"},
+            "from": {"id": user_id, "is_bot": False, "first_name": f"User{user_id}",
+                     **({"language_code": language_code} if language_code else {})},
         }
         if thread_id is not None:
             message.update(message_thread_id=thread_id, is_topic_message=True)
@@ -94,6 +100,14 @@ class FakeTelegram(LocalServer):
         self._updates.append({"update_id": next(self._update_ids), "message": message})
         self._poke()
         return message
+
+    def push_raw(self, update: dict) -> dict:
+        """Queue ``update`` as it is, however malformed (a test's fuzzed update), under the next
+        ``update_id``."""
+        update = {"update_id": next(self._update_ids), **update}
+        self._updates.append(update)
+        self._poke()
+        return update
 
     def resend_confirmed(self, count: int) -> list[dict]:
         """Send the last ``count`` confirmed updates again, as Telegram may after a lost answer."""
@@ -144,9 +158,16 @@ class FakeTelegram(LocalServer):
         if method != "getUpdates":
             self.calls.append(Call(method, params, files))
             self._poke()
+        if method.startswith("send") and params.get("chat_id") in self.unstarted:
+            return web.json_response({"ok": False, "error_code": 403, "description":
+                                      "Forbidden: bot can't initiate conversation with a user"}, status=403)
         if handler is None:
             return web.json_response({"ok": True, "result": True})
-        result = await handler(params, files)
+        try:
+            result = await handler(params, files)
+        except (KeyError, ValueError, TypeError) as err:  # what Telegram says of a parameter it cannot read
+            return web.json_response({"ok": False, "error_code": 400, "description": f"Bad Request: {err}"},
+                                     status=400)
         if isinstance(result, web.Response):
             return result
         return web.json_response({"ok": True, "result": result})

@@ -1,14 +1,16 @@
-"""/report <sim>: the report of a simulation in the channel, as a short summary message, the
-charts as images (the animated belief replay after the PNGs) and the full report.md as a file. A report not yet written is written first,
-as a background job (kind "report", engine.sim.simulations) that posts it when done. A
-simulation job that finishes with its report step posts the report too. The ids of the messages
-posted are kept: a reply to one of them is a question to the report. ``/report <sim> ask
-<question>`` asks the report agent (bot/features/simulation/reportchat.py), ``/report <sim>
+"""/report <sim>: the report of a simulation in the channel, as a short summary message, the charts
+as images (the animated belief replay after the PNGs) and the full report.md as a file. A report not
+yet written is written first, as a background job (kind "report", engine.sim.simulations); a
+simulation job that finishes with its report step has written one too. Either, once done, gets
+its report posted in its channel after its final note, by the one mechanism that posts finished
+jobs' results (``App.result_posters``, bot.progress). The ids of the messages posted are kept: a
+reply to one of them is a question to the report. ``/report <sim>
+ask <question>`` asks the report agent (bot/features/simulation/reportchat.py), ``/report <sim>
 export`` writes the run's exports (bot/features/simulation/export.py).
 """
 from __future__ import annotations
 
-import asyncio
+from dataclasses import dataclass
 from pathlib import Path
 
 from bot.commands.registry import Arg, CommandContext, UsageError
@@ -16,22 +18,22 @@ from bot.features.simulation import reportchat
 from bot.features.simulation.access import find_sim, simulations
 from bot.features.simulation.export import post_exports
 from bot.neutral import Reply
-from engine.jobs import DONE
-from engine.sim.estimate import report_question
-from engine.sim.report.agent import ReportResult, report_dir
-from engine.sim.report.charts import TITLES
-from engine.sim.simulations import ReportListener
+from bot.permissions import Permission, costly
+from bot.progress import ResultPoster
+from engine.i18n import N_, _
+from engine.jobs import Job
+from engine.sim.simulations import REPORT_CHART_TITLES, report_dir
 
 
 async def post_report(reply: Reply, sim_id: str, folder: Path) -> list[str]:
     """Post the report's summary, charts and file; the ids of the messages posted."""
     out = report_dir(folder)
     summary = (out / "summary.txt").read_text(encoding="utf-8") if (out / "summary.txt").exists() else ""
-    sent = [await reply.send(f"📊 Report of simulation `{sim_id}`\n{summary}".strip())]
+    sent = [await reply.send((_("📊 Report of simulation `{sim}`", sim=sim_id) + f"\n{summary}").strip())]
     charts = out / "charts"
     for chart in sorted(charts.glob("*.png")) + sorted(charts.glob("*.gif")):  # the belief replay after the PNGs
-        sent.append(await reply.upload(chart, caption=TITLES.get(chart.stem, chart.stem), image=True))
-    sent.append(await reply.upload(out / "report.md", caption=f"Full report of simulation {sim_id}"))
+        sent.append(await reply.upload(chart, caption=_(REPORT_CHART_TITLES.get(chart.stem, chart.stem)), image=True))
+    sent.append(await reply.upload(out / "report.md", caption=_("Full report of simulation {sim}", sim=sim_id)))
     return [s.message_id for s in sent]
 
 
@@ -40,66 +42,78 @@ async def share_report(app, reply: Reply, scope: str, channel: str, sim_id: str,
     await simulations(app).note_report_messages(sim_id, scope, channel, await post_report(reply, sim_id, folder))
 
 
-def poster(app) -> ReportListener:
-    """What a report job does once it has written the report: post it where it was asked for."""
-    async def written(job, sim_id: str, result: ReportResult) -> None:
-        reply = app.reply_to(job.job.scope, job.job.channel) if job.job.channel else None
-        if reply is not None:
-            await share_report(app, reply, job.job.scope, job.job.channel, sim_id, result.path.parent.parent)
-    return written
+def poster(app) -> ResultPoster:
+    """Post the report a done job wrote (a "report" job, or a "simulation" job whose pipeline
+    ended with its report step) in the job's channel."""
+    async def post(job: Job, reply: Reply) -> None:
+        result = job.result or {}
+        if job.kind == "simulation" and "report" not in result.get("steps", {}):
+            return  # a pipeline cut short before its report
+        sim = await simulations(app).get(result["sim_id"])
+        if sim is not None and job.channel:
+            await share_report(app, reply, job.scope, job.channel, sim.id, sim.folder)
+    return post
+
+
+def asking(args: dict) -> bool:
+    """Whether /report's arguments ask the report agent: ``ask``, or a question without an action."""
+    return args.get("action") == "ask" or (args.get("action") is None and bool(args.get("question")))
+
+
+@dataclass(frozen=True, eq=False)
+class WhenAsking(Permission):
+    """/report's rule: posting or exporting a report is everyone's; asking its agent is ``rule``'s."""
+
+    rule: Permission
+
+    async def refuse(self, ctx: CommandContext, label: str) -> str | None:
+        if not asking(ctx.args):
+            return None
+        return self.rule.refuse_early(ctx.message, f"{label} ask") or await self.rule.refuse(ctx, f"{label} ask")
+
+    def describe(self) -> str:
+        return _("ask: {who}; otherwise everyone", who=self.rule.describe())
 
 
 def setup(app) -> None:
     sims = simulations(app)
+    app.result_posters["report"] = app.result_posters["simulation"] = poster(app)
 
-    def post_after_pipeline(event) -> None:
-        # A simulation whose pipeline ends with the report step gets it posted in its channel.
-        job = event.job
-        if (event.kind == "state" and job.kind == "simulation" and job.state == DONE and job.channel
-                and "report" in (job.result or {}).get("steps", {})):
-            reply = app.reply_to(job.scope, job.channel)
-            if reply is not None:
-                task = asyncio.ensure_future(share_report(app, reply, job.scope, job.channel, job.result["sim_id"],
-                                                         Path(job.result["folder"])))
-                app.background.add(task)
-                task.add_done_callback(app.background.discard)
+    calls, tokens = sims.report_question_cost()
 
-    app.jobs.subscribe(post_after_pipeline)
-
-    calls, tokens = report_question(app.config)
-
-    @app.commands.command("report", "Post a simulation's report (writing it first if needed), ask its report "
-                          "agent, or export the run", [
-        Arg("sim", "simulation id"),
-        Arg("action", "ask: a question to the report agent; export: the trajectory (CSV, JSONL) and transcript",
-            type="choice", choices=("ask", "export"), required=False),
-        Arg("question", f"your question (each: about {calls} LLM calls, {tokens:,} tokens)", type="text",
-            required=False)], group="simulation")
+    @app.commands.command("report", N_("Post a simulation's report (writing it first if needed), ask its report "
+                          "agent, or export the run"), [
+        Arg("sim", N_("simulation id")),
+        Arg("action", N_("ask: a question to the report agent; export: the trajectory (CSV, JSONL) and transcript"),
+            type="choice", choices=(N_("ask"), N_("export")), required=False),
+        Arg("question", lambda: _("your question (each: about {calls} LLM calls, {tokens} tokens)", calls=calls,
+                                  tokens=f"{tokens:,}"), type="text",
+            required=False)], group="simulation", permission=WhenAsking(costly(app)))
     async def report(ctx: CommandContext) -> None:
         sim = await find_sim(ctx, ctx.args["sim"])
         if ctx.args.get("action") == "export":
             await post_exports(ctx, sim)
             return
-        if ctx.args.get("action") == "ask" or ctx.args.get("question"):
+        if asking(ctx.args):
             await reportchat.ask(ctx, sim)
             return
         if (report_dir(sim.folder) / "report.md").exists():
             await share_report(app, ctx.reply, ctx.scope, ctx.message.channel, sim.id, sim.folder)
             return
         if sims.llm is None:
-            raise UsageError("reports need an LLM: set [llm] base_url in config.toml")
+            raise UsageError(_("reports need an LLM: set [llm] base_url in config.toml"))
         if pipeline_job := await sims.active_job(sim.id):
             # its last step writes the report, which is then posted in its channel
-            await ctx.reply.send(f"Simulation `{sim.id}` is still under way (job `{pipeline_job}`); "
-                                 "its report is written at the end and posted in its channel.")
+            await ctx.reply.send(_("Simulation `{sim}` is still under way (job `{job}`); its report is written at "
+                                   "the end and posted in its channel.", sim=sim.id, job=pipeline_job))
             return
         if (why := await sims.no_report_reason(sim)) is not None:
             await ctx.reply.send(why)
             return
         if running := await sims.report_job(sim.id):
-            await ctx.reply.send(f"The report of `{sim.id}` is being written (job `{running}`); "
-                                 "it will be posted here.")
+            await ctx.reply.send(_("The report of `{sim}` is being written (job `{job}`); it will be posted here.",
+                                   sim=sim.id, job=running))
             return
         job = await sims.submit_report(sim.id, ctx.scope, ctx.message.channel, ctx.message.author_id)
-        await ctx.reply.send(f"Writing the report of simulation `{sim.id}` (job `{job.id}`); "
-                             "it will be posted here when done.")
+        await ctx.reply.send(_("Writing the report of simulation `{sim}` (job `{job}`); it will be posted here when "
+                               "done.", sim=sim.id, job=job.id))

@@ -1,10 +1,13 @@
 """PNG charts of a run, drawn with matplotlib's object API (no pyplot global state), so
 several reports can render at once in worker threads; call through ``run_cpu``.
 
-Each chart explains itself at Discord's preview size: axis labels, integer ticks for counts,
-rounds numbered from 1 as the chat numbers them, legends placed where they cover no data.
+Text is in the current language (engine.i18n: titles, axis labels and legends are msgids) and
+falls back per glyph to a Thai font. Each chart explains itself at Discord's preview size: axis
+labels, integer ticks for counts, rounds numbered from 1 as the chat numbers them, legends placed
+where they cover no data.
 Charts over rounds mark the events injected into the run (``mark_injected``): a dashed line at
-the round each went out in, and under the axes a legend of who posted what.
+the round each went out in, and under the axes a legend of who posted what. Text is drawn as
+written: mathtext is off, since labels carry what users and documents say.
 """
 from __future__ import annotations
 
@@ -13,25 +16,49 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+# Labels carry text from users and documents (agent names, injected events): a `$` in them must
+# never start mathtext, which fails on input like an unclosed \frac{ (the report charts, the
+# belief pictures and the comparison charts import this module, so this holds for all of them).
+matplotlib.rcParams["text.parse_math"] = False
+
+
+def _thai_capable_fonts() -> None:
+    """Text falls back per glyph from DejaVu Sans (matplotlib's own: Latin, Portuguese) to Noto Sans
+    Thai (the fontpkg-noto-sans-thai package, OFL), so a Thai title draws no tofu boxes. Every chart
+    module imports this one, so it holds for all of them."""
+    from fontpkg_noto_sans_thai import FAMILY, ROOT
+    from matplotlib import font_manager
+    for path in sorted((ROOT / "files").glob("*.ttf")):
+        font_manager.fontManager.addfont(str(path))
+    matplotlib.rcParams["font.family"] = ["DejaVu Sans", FAMILY]
+
+
+_thai_capable_fonts()
 
 import networkx as nx  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-from engine.sim.injected import InjectedEvent  # noqa: E402
+from engine.i18n import N_, _  # noqa: E402
+from engine.sim.inject.logged import InjectedEvent  # noqa: E402
 from engine.sim.report.stats import SimStats  # noqa: E402
 from engine.words import plural  # noqa: E402
 
 CHARTS_DIR = Path("report") / "charts"
 COLOURS = {"twitter": "#1d9bf0", "reddit": "#ff4500"}
+# The charts' titles and their captions in the chat (msgids, translated where drawn or posted)
 TITLES = {
-    "activity": "Activity over rounds",
-    "action_mix": "Action mix",
-    "top_agents": "Most active and engaged agents",
-    "interactions": "Who interacted with whom",
-    "beliefs": "Beliefs per round",                  # engine.sim.report.beliefs
-    "belief_replay": "Belief replay, one frame per round",
+    "activity": N_("Activity over rounds"),
+    "action_mix": N_("Action mix"),
+    "top_agents": N_("Most active and engaged agents"),
+    "interactions": N_("Who interacted with whom"),
+    "beliefs": N_("Beliefs per round"),                  # engine.sim.report.belief_charts
+    "belief_replay": N_("Belief replay, one frame per round"),
+    # an ensemble's (engine.sim.ensemble.charts)
+    "ensemble_beliefs": N_("Beliefs per round over all runs: median and range"),
+    "ensemble_runs": N_("Mean stance per round, run by run"),
+    "ensemble_activity": N_("Actions per round over all runs: median and range"),
 }
 
 
@@ -46,11 +73,12 @@ def _save(fig: Figure, path: Path) -> Path:
 
 
 def _style(ax, title: str, xlabel: str = "", ylabel: str = "", loc: str = "center") -> None:
-    ax.set_title(title, fontsize=TITLE_SIZE, loc=loc)
+    """Title and axis labels, msgids written in the current language (engine.i18n)."""
+    ax.set_title(_(title), fontsize=TITLE_SIZE, loc=loc)
     if xlabel:
-        ax.set_xlabel(xlabel, fontsize=LABEL_SIZE)
+        ax.set_xlabel(_(xlabel), fontsize=LABEL_SIZE)
     if ylabel:
-        ax.set_ylabel(ylabel, fontsize=LABEL_SIZE)
+        ax.set_ylabel(_(ylabel), fontsize=LABEL_SIZE)
     ax.tick_params(labelsize=TICK_SIZE)
 
 
@@ -87,9 +115,9 @@ def mark_injected(ax, injected: list[InjectedEvent]) -> list[Line2D]:
     for number, events in sorted(by_round.items()):
         ax.axvline(number, color=INJECTED_COLOUR, linestyle="--", linewidth=1.5, alpha=0.8, zorder=1)
         said = "; ".join(f"{e.source}: {e.text[:40] + '…' if len(e.text) > 40 else e.text}" for e in events[:2])
-        more = f" (+{len(events) - 2} more)" if len(events) > 2 else ""
+        more = _(" (+{n} more)", n=len(events) - 2) if len(events) > 2 else ""
         handles.append(Line2D([], [], color=INJECTED_COLOUR, linestyle="--", linewidth=1.5,
-                              label=f"round {number}: {said}{more}"))
+                              label=_("round {n}: {said}", n=number, said=said) + more))
     return handles
 
 
@@ -111,12 +139,12 @@ def activity_figure(stats: SimStats) -> Figure:
         ax.grid(alpha=0.3)
         injected = mark_injected(ax, stats.injected)
         _legend_above(ax)
-        if injected:  # a second legend, under the axes: the platforms' one stays
-            ax.add_artist(ax.get_legend())
-            _legend_below(ax, injected[:6], ncol=1, title="injected events", gap=0.18)
-        _style(ax, TITLES["activity"], "round", "actions", loc="left")
+        if injected and (platforms := ax.get_legend()) is not None:  # a second legend, under the axes:
+            ax.add_artist(platforms)                                  # the platforms' one stays
+            _legend_below(ax, injected[:6], ncol=1, title=_("injected events"), gap=0.18)
+        _style(ax, TITLES["activity"], N_("round"), N_("actions"), loc="left")
     else:
-        _empty(ax, "no actions recorded")
+        _empty(ax, _("no actions recorded"))
         _style(ax, TITLES["activity"])
     return fig
 
@@ -135,9 +163,9 @@ def action_mix_figure(stats: SimStats) -> Figure:
         ax.set_xticklabels([a.replace("_", " ") for a in actions], rotation=30, ha="right")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         _legend_above(ax)
-        _style(ax, TITLES["action_mix"], "", "count", loc="left")
+        _style(ax, TITLES["action_mix"], "", N_("count"), loc="left")
     else:
-        _empty(ax, "no actions recorded")
+        _empty(ax, _("no actions recorded"))
         _style(ax, TITLES["action_mix"])
     return fig
 
@@ -148,17 +176,17 @@ def top_agents_figure(stats: SimStats, top: int = 10) -> Figure:
     ax = fig.add_subplot()
     if agents:
         ys = range(len(agents))
-        ax.barh([y + 0.2 for y in ys], [a.actions for a in agents], 0.4, label="actions taken", color="#4c72b0")
-        ax.barh([y - 0.2 for y in ys], [a.engagement for a in agents], 0.4, label="engagement received",
+        ax.barh([y + 0.2 for y in ys], [a.actions for a in agents], 0.4, label=_("actions taken"), color="#4c72b0")
+        ax.barh([y - 0.2 for y in ys], [a.engagement for a in agents], 0.4, label=_("engagement received"),
                 color="#dd8452")
         ax.set_yticks(list(ys))
         ax.set_yticklabels([f"@{a.name}" for a in agents])
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(axis="x", alpha=0.3)
-        _style(ax, TITLES["top_agents"], "count (actions taken; likes, comments and reposts received)")
+        _style(ax, TITLES["top_agents"], N_("count (actions taken; likes, comments and reposts received)"))
         _legend_below(ax, ncol=2, gap=0.22)
     else:
-        _empty(ax, "no agent acted")
+        _empty(ax, _("no agent acted"))
         _style(ax, TITLES["top_agents"])
     return fig
 
@@ -167,8 +195,8 @@ def interaction_figure(stats: SimStats, max_nodes: int = 25) -> Figure:
     """Who liked, commented, reposted, quoted or followed whom during the run. The follow graph
     seeded at set-up is drawn faint (dashed, light), between the agents shown only; node size
     is interactions received, edge width interactions along that edge; both have a legend."""
-    graph = nx.DiGraph()
-    seeded = nx.DiGraph()
+    graph: nx.DiGraph = nx.DiGraph()
+    seeded: nx.DiGraph = nx.DiGraph()
     for e in stats.interactions:
         target = graph if e.during_run else seeded
         w = target.get_edge_data(e.source, e.target, {}).get("weight", 0)
@@ -206,17 +234,19 @@ def interaction_figure(stats: SimStats, max_nodes: int = 25) -> Figure:
         sizes = sorted({1, max(1, top // 2), top})
         widths = sorted({1, heaviest})
         handles = ([Line2D([], [], linestyle="", marker="o", markersize=(size(n) ** 0.5), color="#8fb8de",
-                           label=f"{plural(n, 'interaction')} received") for n in sizes]
-                   + [Line2D([], [], color="#555555", linewidth=width(n), label=plural(n, "interaction"))
+                           label=plural(n, "{n} interaction received", "{n} interactions received")) for n in sizes]
+                   + [Line2D([], [], color="#555555", linewidth=width(n),
+                             label=plural(n, "{n} interaction", "{n} interactions"))
                       for n in widths])
         if faint.number_of_edges():
-            handles.append(Line2D([], [], color="#c8c8c8", linestyle="dashed", label="follow seeded at set-up"))
-        _legend_below(ax, handles, ncol=2, title="node: received during the run · line: from → to", gap=0.01,
+            handles.append(Line2D([], [], color="#c8c8c8", linestyle="dashed", label=_("follow seeded at set-up")))
+        _legend_below(ax, handles, ncol=2, title=_("node: received during the run · line: from → to"), gap=0.01,
                       spacing=1.0 + 0.04 * size(top) ** 0.5)
     else:
-        note = f"\n({plural(seeded.number_of_edges(), 'follow')} seeded at set-up)" if seeded.number_of_edges() else ""
-        _empty(ax, "no interactions between agents during the run" + note)
-    _style(ax, TITLES["interactions"] + " during the run")
+        edges = seeded.number_of_edges()
+        note = "\n" + plural(edges, "({n} follow seeded at set-up)", "({n} follows seeded at set-up)") if edges else ""
+        _empty(ax, _("no interactions between agents during the run") + note)
+    _style(ax, N_("Who interacted with whom during the run"))
     return fig
 
 

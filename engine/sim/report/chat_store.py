@@ -38,12 +38,28 @@ async def record(db: Database, sim_id: str, scope: str, channel: str, asked_by: 
                      (sim_id, scope, channel, asked_by, question, answer, tool_calls, unverified, utcnow()))
 
 
+async def forget(db: Database, scope: str, channel: str | None = None, asked_by: str | None = None,
+                 question: str | None = None) -> int:
+    """Delete the questions asked in ``scope`` (only in ``channel``, only by ``asked_by``, only
+    those reading ``question``, when given) and their answers (/forget); returns how many went."""
+    where, args = "scope=?", [scope]
+    for column, value in (("channel", channel), ("asked_by", asked_by), ("question", question)):
+        if value is not None:
+            where, args = f"{where} AND {column}=?", [*args, value]
+    async with db.transaction() as conn:
+        async with conn.execute(f"SELECT count(*) FROM report_chat WHERE {where}", args) as cur:
+            gone = (await cur.fetchone())[0]
+        await conn.execute(f"DELETE FROM report_chat WHERE {where}", args)
+    return gone
+
+
 async def remember_messages(db: Database, scope: str, channel: str, sim_id: str, message_ids: list[str]) -> None:
     """Note the bot's messages about ``sim_id`` ('' ids, from platforms without replies, are left out)."""
     now = utcnow()
     await db.executemany("INSERT INTO report_messages(scope, message_id, sim_id, channel, posted_at)"
                          " VALUES (?,?,?,?,?) ON CONFLICT(scope, message_id) DO UPDATE SET sim_id=excluded.sim_id,"
-                         " channel=excluded.channel, posted_at=excluded.posted_at", [(scope, m, sim_id, channel, now) for m in message_ids if m])
+                         " channel=excluded.channel, posted_at=excluded.posted_at",
+                         [(scope, m, sim_id, channel, now) for m in message_ids if m])
 
 
 async def sim_of_message(db: Database, scope: str, message_id: str) -> str | None:

@@ -12,18 +12,19 @@
   requirement, a better model when many steps were skipped or agents stayed silent).
 
 The maths are free functions over plain values (tested on synthetic rows); ``read_facts`` reads
-the run's files (blocking: call through run_cpu).
+the run's files (blocking: call through run_cpu). The verdict and the section are written in the
+current language (engine.i18n: the report job's).
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
-from engine.sim.report.stats import ACTIONS_LOG, PLATFORMS
-from engine.sim.stance import RoundSplit, label_of
+from engine.i18n import N_, _, percent
+from engine.sim.environment.models import CONFIG_FILE, SimulationConfig
+from engine.sim.run.output import ACTION, PLATFORMS, ROUND_END, STEP_SKIPPED, actions_log, is_visible, log_rows
+from engine.sim.stance.tracking import RoundSplit, label_of, rounds_named, stance_name
 from engine.words import plural
 
 CONVERGED = 0.10        # largest change of a camp's share between rounds that counts as settled
@@ -32,7 +33,6 @@ MANY_SKIPPED = 0.2
 SILENT = 0.2            # acted / steps below this: agents mostly answered without acting
 FEW_ROUNDS, FEW_AGENTS = 4, 6
 CONSENSUS = 0.35        # normalised entropy below this in the last round: one camp dominates
-NOT_ACTIONS = {"do_nothing", "refresh", "sign_up", "interview", "exit"}
 
 
 @dataclass
@@ -56,29 +56,22 @@ def read_facts(folder: Path | str) -> RunFacts:
     agents = _agents(folder)
     facts = RunFacts()
     for platform in PLATFORMS:
-        path = folder / platform / ACTIONS_LOG
+        path = actions_log(folder, platform)
         if not path.exists():
             continue
         facts.agents[platform] = {a.agent_id for a in agents if platform in a.platforms}
         acted, actions, steps, skipped, rounds = set(), 0, 0, 0, 0
-        with path.open(encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if not isinstance(row, dict):
-                    continue
-                kind = row.get("type")
-                if kind == "action" and str(row.get("action", "")).lower() not in NOT_ACTIONS:
-                    actions += 1
-                    if isinstance(row.get("agent_id"), int):
-                        acted.add(row["agent_id"])
-                elif kind == "step_skipped":
-                    skipped += 1
-                elif kind == "round_end":
-                    steps += int(row.get("llm_steps") or 0)
-                    rounds = max(rounds, int(row.get("round", -1)) + 1)
+        for row in log_rows(path):
+            kind = row.get("type")
+            if kind == ACTION and is_visible(str(row.get("action", ""))):
+                actions += 1
+                if isinstance(row.get("agent_id"), int):
+                    acted.add(row["agent_id"])
+            elif kind == STEP_SKIPPED:
+                skipped += 1
+            elif kind == ROUND_END:
+                steps += int(row.get("llm_steps") or 0)
+                rounds = max(rounds, int(row.get("round", -1)) + 1)
         facts.acted[platform], facts.actions[platform] = acted, actions
         facts.steps[platform], facts.skipped[platform], facts.rounds[platform] = steps, skipped, rounds
     return facts
@@ -154,37 +147,43 @@ class Diagnostics:
 def verdict(d: Diagnostics) -> str:
     """One line: healthy, or what is wrong and what to change."""
     problems, changes = [], []
+    poor = False   # the model failed the run (silent agents, skipped steps), not only its size
     if d.steps and d.actions < SILENT * d.steps:
-        problems.append(f"the agents stayed mostly silent ({plural(d.actions, 'action')} in "
-                        f"{plural(d.steps, 'agent step')})")
-        changes.append("a better model (one that answers with tool calls)")
+        problems.append(_("the agents stayed mostly silent ({actions} in {steps})",
+                          actions=plural(d.actions, "{n} action", "{n} actions"),
+                          steps=plural(d.steps, "{n} agent step", "{n} agent steps")))
+        changes.append(N_("a better model (one that answers with tool calls)"))
+        poor = True
     if d.steps and d.skipped > MANY_SKIPPED * d.steps:
-        problems.append(f"{d.skipped / d.steps:.0%} of agent steps were skipped or failed")
+        problems.append(_("{share} of agent steps were skipped or failed", share=percent(d.skipped / d.steps)))
         if not changes:
-            changes.append("a better model (or a reachable, less loaded endpoint)")
+            changes.append(N_("a better model (or a reachable, less loaded endpoint)"))
+        poor = True
     if d.agents and d.participation < LOW_PARTICIPATION:
-        problems.append(f"only {d.acted} of {plural(d.agents, 'agent')} acted")
-        changes.append("more rounds")
+        problems.append(_("only {acted} of {agents} acted", acted=d.acted,
+                          agents=plural(d.agents, "{n} agent", "{n} agents")))
+        changes.append(N_("more rounds"))
     elif d.rounds < FEW_ROUNDS:
-        problems.append(f"only {plural(d.rounds, 'round')} ran")
-        changes.append("more rounds")
+        problems.append(_("only {rounds} ran", rounds=plural(d.rounds, "{n} round", "{n} rounds")))
+        changes.append(N_("more rounds"))
     if d.agents < FEW_AGENTS:
-        problems.append(f"only {plural(d.agents, 'agent')} took part")
-        changes.append("more agents")
+        problems.append(_("only {agents} took part", agents=plural(d.agents, "{n} agent", "{n} agents")))
+        changes.append(N_("more agents"))
     last = [series[-1][1] for series in d.entropy.values() if series]
     if last and max(last) < CONSENSUS and not problems:
         settled = [r for r in d.convergence.values() if r is not None]
-        when = f" from round {min(settled)} on" if settled else ""
-        problems.append(f"beliefs settled into near-consensus{when}")
-        changes.append("a more contested requirement")
+        problems.append(_("beliefs settled into near-consensus from round {round} on", round=min(settled))
+                        if settled else _("beliefs settled into near-consensus"))
+        changes.append(N_("a more contested requirement"))
     if not d.entropy and not problems:
-        problems.append("no beliefs were tracked")
+        problems.append(_("no beliefs were tracked"))
         changes.append("[simulation] track_stances = true")
     if not problems:
-        return "Health: good: agents took part, beliefs stayed contested and few steps were skipped."
-    weak = "poor" if any("silent" in p or "skipped" in p for p in problems) else "weak"
-    todo = ", ".join(dict.fromkeys(changes))
-    return f"Health: {weak}: {'; '.join(problems)}. Try {todo}."
+        return _("Health: good: agents took part, beliefs stayed contested and few steps were skipped.")
+    todo = ", ".join(_(change) for change in dict.fromkeys(changes))
+    if poor:
+        return _("Health: poor: {problems}. Try {changes}.", problems="; ".join(problems), changes=todo)
+    return _("Health: weak: {problems}. Try {changes}.", problems="; ".join(problems), changes=todo)
 
 
 def diagnose(facts: RunFacts, splits: list[RoundSplit], scores: list[tuple[str, int, int, float]]) -> Diagnostics:
@@ -211,33 +210,40 @@ def markdown(d: Diagnostics, splits: list[RoundSplit]) -> str:
     """The report's "Beliefs and run quality" section body."""
     lines = []
     if splits:
-        lines += ["| platform | round | for | neutral | against | mean | entropy |", "|---|---|---|---|---|---|---|"]
+        head = [_("platform"), _("round"), *map(stance_name, ("for", "neutral", "against")), _("mean"), _("entropy")]
+        lines += ["| " + " | ".join(head) + " |", "|---|---|---|---|---|---|---|"]
         ent = {(p, r): e for p, series in d.entropy.items() for r, e in series}
         lines += [f"| {s.platform} | {s.round} | {s.for_} | {s.neutral} | {s.against} | {s.mean:+.2f} | "
                   f"{ent[(s.platform, s.round)]:.2f} |" for s in splits]
         lines.append("")
         for platform, rnd in d.convergence.items():
-            lines.append(f"- {platform}: " + (f"the split settled after round {rnd} (no camp moved more than "
-                                              f"{CONVERGED:.0%} of the agents from one round to the next)"
-                                              if rnd is not None else "the split had not settled by the last round"))
+            lines.append(f"- {platform}: " + (_("the split settled after round {round} (no camp moved more than "
+                                                "{share} of the agents from one round to the next)", round=rnd,
+                                                share=percent(CONVERGED))
+                                              if rnd is not None else _("the split had not settled by the last round")))
     else:
-        lines.append("- No beliefs were tracked for this run.")
-    lines.append(f"- Participation: {d.acted} of {plural(d.agents, 'agent')} acted ({d.participation:.0%}); "
-                 f"{plural(d.actions, 'action')} in {plural(d.steps, 'agent step')}.")
-    cross = f"- Cross-platform: {plural(d.both_platforms, 'agent')} acted on both platforms"
+        lines.append("- " + _("No beliefs were tracked for this run."))
+    lines.append("- " + _("Participation: {acted} of {agents} acted ({share}); {actions} in {steps}.", acted=d.acted,
+                          agents=plural(d.agents, "{n} agent", "{n} agents"), share=percent(d.participation),
+                          actions=plural(d.actions, "{n} action", "{n} actions"),
+                          steps=plural(d.steps, "{n} agent step", "{n} agent steps")))
+    both = plural(d.both_platforms, "{n} agent", "{n} agents")
     if d.classified_on_both:
-        cross += (f"; of the {plural(d.classified_on_both, 'agent')} classified on both, {d.agreeing} held "
-                  f"the same stance on both")
-    lines.append(cross + ".")
-    lines.append(f"- Steps skipped or failed: {d.skipped} of {d.steps}"
-                 + (f" ({d.skipped / d.steps:.0%})." if d.steps else "."))
+        lines.append("- " + _("Cross-platform: {agents} acted on both platforms; of the {classified} classified on "
+                              "both, {agreeing} held the same stance on both.", agents=both, agreeing=d.agreeing,
+                              classified=plural(d.classified_on_both, "{n} agent", "{n} agents")))
+    else:
+        lines.append("- " + _("Cross-platform: {agents} acted on both platforms.", agents=both))
+    lines.append("- " + (_("Steps skipped or failed: {skipped} of {steps} ({share}).", skipped=d.skipped, steps=d.steps,
+                           share=percent(d.skipped / d.steps)) if d.steps
+                         else _("Steps skipped or failed: {skipped} of {steps}.", skipped=d.skipped, steps=d.steps)))
     lines += ["", f"**{d.verdict}**"]
     return "\n".join(lines)
 
 
 # -- the report's section ---------------------------------------------------------------------
 
-SECTION_TITLE = "Beliefs and run quality"
+SECTION_TITLE = N_("Beliefs and run quality")   # translated where the report is written
 
 
 def _roster(folder: Path) -> dict[str, list[tuple[int, str]]]:
@@ -245,21 +251,21 @@ def _roster(folder: Path) -> dict[str, list[tuple[int, str]]]:
     return {p: [(a.agent_id, a.username) for a in agents if p in a.platforms] for p in PLATFORMS}
 
 
-async def report_section(db, sim_id: str, folder: Path, charts_dir: Path) -> tuple[dict[str, Path], str]:
-    """The belief chart and replay drawn into ``charts_dir`` (name -> path) and the section's
-    Markdown: the split per round, the diagnostics and the health verdict."""
+async def report_section(db, sim_id: str, folder: Path, charts_dir: Path | None) -> tuple[dict[str, Path], str]:
+    """The belief chart and replay drawn into ``charts_dir`` (name -> path; None: none drawn) and
+    the section's Markdown: the split per round, the diagnostics and the health verdict."""
     from engine.offload import run_cpu
-    from engine.sim.report.beliefs import draw_beliefs
-    from engine.sim.injected import injected_events
-    from engine.sim.stance import agent_scores, skipped_rounds, split_by_round
+    from engine.sim.inject.logged import injected_events
+    from engine.sim.report.belief_charts import draw_beliefs
+    from engine.sim.stance.tracking import agent_scores, skipped_rounds, split_by_round
 
     splits, scores = await split_by_round(db, sim_id), await agent_scores(db, sim_id)
     facts = await run_cpu(read_facts, folder)
     injected = await run_cpu(injected_events, folder)
     charts = (await run_cpu(draw_beliefs, splits, scores, await run_cpu(_roster, folder), charts_dir, injected)
-              if splits else {})
+              if splits and charts_dir is not None else {})
     text = markdown(diagnose(facts, splits, scores), splits)
     if skipped := await skipped_rounds(db, sim_id):
-        where = ", ".join(f"{p} round {r}" for p, r, _ in skipped)
-        text = f"Stances were not classified for {where}: {skipped[-1][2]}.\n\n{text}"
+        text = _("Stances were not classified for {where}: {reason}.", where=", ".join(rounds_named(skipped)),
+                 reason=skipped[-1][2]) + f"\n\n{text}"
     return charts, text

@@ -2,12 +2,14 @@
 
 While the model asks for tools (native tool calling), they run through ``ReportTools.call`` and
 their results go back as ``tool`` messages; after ``turns`` turns one last request with
-``tool_choice="none"`` makes it answer from what it gathered. An empty answer before the last
-turn is asked for again once per turn. An endpoint that refuses tool calling on the first
+``tool_choice="none"`` makes it answer from what it gathered; so does reaching ``max_calls`` tool
+calls in all (calls asked beyond it are answered with an error, not run). An empty answer before
+the last turn is asked for again once per turn. An endpoint that refuses tool calling on the first
 request (400 or 422) raises ``ToolsRefused``, so the caller can gather evidence itself.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Awaitable, Callable
 
 from engine.llm.errors import RequestRejected
@@ -25,12 +27,14 @@ class ToolsRefused(Exception):
 
 async def tool_loop(llm, messages: list[dict[str, Any]], tools, turns: int, *, final_prompt: str,
                     empty_prompt: str, job: str | None, scope: str | None,
-                    on_call: OnCall | None = None) -> str:
-    """Run at most ``turns`` tool turns over ``messages`` (extended in place) and return the
-    model's text ('' when it gave none even on the last turn). ``tools``: a ``ReportTools``."""
+                    on_call: OnCall | None = None, max_calls: int | None = None) -> str:
+    """Run at most ``turns`` tool turns (and ``max_calls`` tool calls) over ``messages`` (extended
+    in place) and return the model's text ('' when it gave none even on the last turn).
+    ``tools``: a ``ReportTools``."""
     schemas = tools.schemas()
+    spent = False   # max_calls reached: the next turn is the last
     for turn in range(turns + 1):
-        final = turn == turns
+        final = turn == turns or spent
         if final:
             messages.append({"role": "user", "content": final_prompt})
         try:
@@ -48,8 +52,14 @@ async def tool_loop(llm, messages: list[dict[str, Any]], tools, turns: int, *, f
             continue
         messages.append(message.model_dump(exclude_none=True))
         for call in message.tool_calls:
-            if on_call is not None:
-                await on_call(call.function.name)
-            result = await tools.call(call.function.name, call.function.arguments)
+            if max_calls is not None and len(tools.calls) >= max_calls:
+                # every tool_call still gets its tool message, or the next request is refused
+                result = json.dumps({"error": f"no more tool calls for this question ({max_calls} at most); "
+                                              "answer from what you found"})
+            else:
+                if on_call is not None:
+                    await on_call(call.function.name)
+                result = await tools.call(call.function.name, call.function.arguments)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": result})
+        spent = max_calls is not None and len(tools.calls) >= max_calls
     raise AssertionError("unreachable: the last turn always returns")

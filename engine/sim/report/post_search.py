@@ -17,7 +17,8 @@ from engine.memory import MemoryEngine
 from engine.memory.audience import Viewer
 from engine.memory.sim_scopes import sim_scope
 from engine.offload import run_cpu
-from engine.sim.report.stats import PostStat, SimStats, _connect, platform_db, users
+from engine.sim.report.stats import PostStat, SimStats
+from engine.sim.run.output import connect, platform_db, users
 from engine.sim.sim_memory import ingest_run, parse_message_id
 
 Comments = dict[tuple[str, int], tuple[int, str]]   # (platform, comment id) -> (post id, commenter)
@@ -43,11 +44,12 @@ def load_comments(folder: Path, platforms: list[str]) -> Comments:
         path = platform_db(folder, platform)
         if not path.exists():
             continue
-        conn = _connect(path)
+        conn = connect(path)
         try:
             names = users(conn)
             for r in conn.execute("SELECT comment_id, post_id, user_id FROM comment"):
-                out[(platform, r["comment_id"])] = (r["post_id"], names.get(r["user_id"], (0, f"user{r['user_id']}"))[1])
+                author = names.get(r["user_id"], (0, f"user{r['user_id']}"))[1]
+                out[(platform, r["comment_id"])] = (r["post_id"], author)
         finally:
             conn.close()
     return out
@@ -90,7 +92,9 @@ class MemoryPostSearch:
         platform, kind, number = parsed
         if kind == "comment":
             answered = self.comments.get((platform, number))
-            post = self.posts.get((platform, answered[0])) if answered else None
+            if answered is None:
+                return None
+            post = self.posts.get((platform, answered[0]))
             return PostHit(post, answered[1], text, kind, score) if post else None
         post = self.posts.get((platform, number))
         return PostHit(post, post.author, text, kind, score) if post else None

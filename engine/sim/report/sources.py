@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from engine.sim.envmodels import CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES, SimulationConfig
+from engine import language
+from engine.i18n import N_, _
+from engine.sim.environment.models import CONFIG_FILE, REDDIT_PROFILES, TWITTER_PROFILES, SimulationConfig
 from engine.sim.run.service import RunUnreachable
 
 log = logging.getLogger(__name__)
 
-PERSONA_LABEL = "in character from the persona; the live agent was not reachable"
+PERSONA_LABEL = N_("in character from the persona; the live agent was not reachable")
 
 _WORD = re.compile(r"[\w']+", re.UNICODE)
 _STOP = set("""a an and are as at be by for from has have how in is it its of on or that the this to was
@@ -64,7 +66,8 @@ class Fact:
         return f"[fact {self.id}]"
 
     def to_dict(self, with_status: bool = False) -> dict:
-        out = {"cite": self.cite(), "fact": self.text, "chain": f"{self.source} -{self.relation}-> {self.target}"}
+        out: dict[str, str | None] = {"cite": self.cite(), "fact": self.text,
+                                      "chain": f"{self.source} -{self.relation}-> {self.target}"}
         if with_status:
             out["status"] = "current" if self.current else f"superseded (invalid since {self.invalid_at})"
             out["valid_at"] = self.valid_at
@@ -82,6 +85,8 @@ class Entity:
 
 class GraphSearch(Protocol):
     async def search_facts(self, query: str, limit: int = 10, include_invalid: bool = False) -> list[Fact]: ...
+
+    async def ranked_facts(self, query: str) -> list[Fact]: ...
 
     async def search_entities(self, query: str, limit: int = 5) -> list[Entity]: ...
 
@@ -104,6 +109,15 @@ class StoreGraph:
         hits = await self.store.search(self.sim_id, query, k=limit * 3, kinds=("fact",))
         facts = [self._fact(h.fact, h.score) for h in hits]
         return [f for f in facts if include_invalid or f.current][:limit]
+
+    async def ranked_facts(self, query: str) -> list[Fact]:
+        """Every fact of the graph, current and superseded, the most relevant to ``query`` first
+        (in the graph's order when the query is blank: the search ranks nothing then)."""
+        facts = await self.store.facts(self.sim_id)
+        if not query.strip():
+            return [self._fact(f) for f in facts]
+        hits = await self.store.search(self.sim_id, query, k=len(facts), kinds=("fact",))
+        return [self._fact(h.fact, h.score) for h in hits]
 
     async def search_entities(self, query: str, limit: int = 5) -> list[Entity]:
         hits = await self.store.search(self.sim_id, query, k=limit, kinds=("entity",))
@@ -162,7 +176,7 @@ class Answer:
 
     @property
     def label(self) -> str:
-        return "" if self.live else PERSONA_LABEL
+        return "" if self.live else _(PERSONA_LABEL)
 
 
 class Interviewer(Protocol):
@@ -172,17 +186,20 @@ class Interviewer(Protocol):
 class PersonaInterviewer:
     """Answers in character from the agent's persona and what it posted during the run.
 
-    For a finished run whose oasis environment is closed; ``llm`` is the shared LLMClient."""
+    For a finished run whose oasis environment is closed; ``llm`` is the shared LLMClient; the
+    answers are in ``lang``, the simulation's language, as its live agents' are."""
 
-    def __init__(self, llm, sim_dir: Path, job: str | None = None, scope: str | None = None):
+    def __init__(self, llm, sim_dir: Path, job: str | None = None, scope: str | None = None,
+                 lang: str = language.DEFAULT):
         self.llm = llm
         self.sim_dir = Path(sim_dir)
         self.job, self.scope = job, scope
+        self.lang = lang
 
     def _own_posts(self, agent_id: int, platform: str, limit: int = 5) -> list[str]:
         import sqlite3
 
-        from engine.sim.report.stats import platform_db
+        from engine.sim.run.output import platform_db
         path = platform_db(self.sim_dir, platform)
         if not path.exists():
             return []
@@ -209,8 +226,9 @@ class PersonaInterviewer:
                 {"role": "system", "content": f"You are {agent.name} (@{agent.username}), a {agent.entity_type}"
                                               f" taking part in a social-media simulation on {where}. Persona: "
                                               f"{agent.persona}\nWhat you posted and commented:\n{said}\n"
-                                              "Answer the interviewer in character, in at most 4 sentences."},
-                {"role": "user", "content": question}], job=self.job, scope=self.scope)
+                                              "Answer the interviewer in character, in at most 4 sentences. "
+                                              f"{language.answer_in(self.lang)}"},
+                {"role": "user", "content": question}], job=self.job, scope=self.scope, language=self.lang)
             answers.append(Answer(agent.agent_id, agent.username, where, question, text.strip(), live=False))
         return answers
 

@@ -1,43 +1,25 @@
-"""Simulation statistics from the run's output: per platform, ``<sim>/<platform>/<platform>.db``
-(camel-oasis schema) and ``<sim>/<platform>/actions.jsonl`` written by the run step, one JSON
-object per line: ``{"type": "action", "round": r, "agent_id": a, "action": "like_post", "info": {...}}``
-besides round_start / round_end / interview / simulation_end events, and ``step_skipped`` for an
-agent step whose LLM answer stayed unusable after its retry. Rounds count from 0.
+"""Simulation statistics from the run's output (``engine.sim.run.output``): per platform, the
+camel-oasis database and the ``actions.jsonl`` the run's child writes. Rounds count from 0.
 
 The database says what exists (posts, likes, comments, reposts, follows, who wrote what);
 the log says when it happened (rounds). Without a log, the ``trace`` table stands in: on
 non-Reddit platforms oasis stamps it with the round number.
 
-Events injected into the run (``injected`` lines, see ``engine.sim.injections``) are the
+Events injected into the run (``injected`` lines, see ``engine.sim.run.injections``) are the
 report's timeline marks: the round each went out in, on which platforms, as which post.
 """
 from __future__ import annotations
 
-import json
-import sqlite3
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.sim.injected import InjectedEvent, injected_events, read_injected
+from engine.sim.inject.logged import InjectedEvent, injected_events, read_injected
+from engine.sim.run.output import POST_MADE, actions_log, connect, is_action, platform_db, platforms_of, read_log, users
 
-PLATFORMS = ("twitter", "reddit")
-ACTIONS_LOG = "actions.jsonl"
-# oasis bookkeeping rather than choices of an agent: every agent "refreshes" before it acts.
-NOT_ACTIONS = {"sign_up", "refresh", "update_rec_table", "interview", "exit"}
-# The actions that write a post, and where their log line names the post written.
-POST_MADE = {"create_post": "post_id", "quote_post": "new_post_id", "repost": "new_post_id"}
 # A follow the run step seeded before round 1 (it is in the follow table but in no logged action).
 SEEDED_FOLLOW = "seeded_follow"
-
-
-def platform_db(sim_dir: Path, platform: str) -> Path:
-    return Path(sim_dir) / platform / f"{platform}.db"
-
-
-def platforms_of(sim_dir: Path) -> list[str]:
-    return [p for p in PLATFORMS if platform_db(sim_dir, p).exists()]
 
 
 @dataclass
@@ -145,44 +127,8 @@ def _short(d: dict[str, Any], limit: int = 280) -> dict[str, Any]:
     return d
 
 
-def read_log(path: Path) -> tuple[list[dict[str, Any]], int, int]:
-    """The action lines of an actions.jsonl, the number of rounds it records as ended and the
-    number of agent steps it records as skipped. Other events and broken lines (a crash can cut
-    the last one short) are left out."""
-    actions, rounds_done, skipped = [], 0, 0
-    if not path.exists():
-        return actions, rounds_done, skipped
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            try:
-                row = json.loads(line)
-                kind, rnd = row.get("type"), int(row["round"])
-            except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
-                continue
-            if kind == "round_end":
-                rounds_done = max(rounds_done, rnd + 1)
-            elif kind == "step_skipped":
-                skipped += 1
-            elif kind == "action" and isinstance(row.get("action"), str):
-                actions.append({**row, "action": row["action"].lower(), "round": rnd})
-    return actions, rounds_done, skipped
-
-
-def _connect(db_path: Path) -> sqlite3.Connection:
-    # Read-only, so a report can be made while the run still writes.
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=10)
-    conn.row_factory = sqlite3.Row
-    return conn
-
-
-def users(conn: sqlite3.Connection) -> dict[int, tuple[int, str]]:
-    """A platform database's user id -> (agent id, name shown)."""
-    return {r["user_id"]: (r["agent_id"], r["user_name"] or r["name"] or f"agent{r['agent_id']}")
-            for r in conn.execute("SELECT user_id, agent_id, user_name, name FROM user")}
-
-
 def _platform_stats(sim_dir: Path, platform: str):
-    conn = _connect(platform_db(sim_dir, platform))
+    conn = connect(platform_db(sim_dir, platform))
     try:
         names = users(conn)
 
@@ -195,14 +141,15 @@ def _platform_stats(sim_dir: Path, platform: str):
         acted: Counter = Counter()   # agent_id -> actions
         source = "none"
         post_round: dict[int, int] = {}
-        log_path = Path(sim_dir) / platform / ACTIONS_LOG
+        log_path = actions_log(sim_dir, platform)
         # follow ids agents made during the run: the log knows (None: no log, no way to tell)
         run_follows: set[int] | None = set() if log_path.exists() else None
         log_rows, rounds_done, skipped = read_log(log_path)
         if log_rows:
             source = "log"
+            assert run_follows is not None  # rows come from an existing log
             for row in log_rows:
-                if row["action"] in NOT_ACTIONS:
+                if not is_action(row["action"]):
                     continue
                 info = row.get("info")
                 if isinstance(info, dict) and isinstance(made := info.get(POST_MADE.get(row["action"], "")), int):
@@ -218,7 +165,7 @@ def _platform_stats(sim_dir: Path, platform: str):
                     post_round[line.post_id] = line.round - 1
         else:
             for r in conn.execute("SELECT user_id, created_at, action FROM trace"):
-                if r["action"] in NOT_ACTIONS:
+                if not is_action(r["action"]):
                     continue
                 mix[r["action"]] += 1
                 acted[who(r["user_id"])[0]] += 1
@@ -283,9 +230,9 @@ def compute_stats(sim_dir: Path | str) -> SimStats:
         rounds[platform], mix[platform], sources[platform] = dict(r), dict(m.most_common()), source
         posts += p_posts
 
-        def agent(aid: int) -> AgentStat:
+        def agent(aid: int) -> AgentStat:   # called within this iteration only
             if aid not in agents:
-                agents[aid] = AgentStat(aid, names.get(aid, f"agent{aid}"))
+                agents[aid] = AgentStat(aid, names.get(aid, f"agent{aid}"))  # noqa: B023
             return agents[aid]
 
         for aid in names:

@@ -5,6 +5,11 @@ finished run. Interviews go to the run's agents through the run service ``runs``
 environment, or one reopened from the databases), with answers from the agents' personas when
 the run cannot be reached or no run service is given. Every report has the beliefs per round
 (chart, replay GIF) and the run's quality diagnostics (engine.sim.report.diagnostics).
+
+The report of an ensemble (engine.sim.ensemble) is one report over all its runs: first the
+section "Across the N runs" with the charts with bands, then the diagnostics of its median-most
+run, whose posts, agents and interviews the written sections use (the agent sees every run
+through its ``ensemble_runs`` tool); its summary starts with the confidence line.
 """
 from __future__ import annotations
 
@@ -12,16 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from engine.db import Database
+from engine.i18n import _
 from engine.jobs import JobError
 from engine.memory import MemoryEngine
 from engine.offload import run_cpu
 from engine.sim import records
 from engine.sim.context import SimContext
+from engine.sim.ensemble import report as ensemble_report
+from engine.sim.ensemble.charts import draw_ensemble_charts
 from engine.sim.report import diagnostics
 from engine.sim.report.agent import Progress, ReportResult, write_report
 from engine.sim.report.charts import CHARTS_DIR
 from engine.sim.report.sources import Interviewer, PersonaInterviewer, RunInterviewer, StoreGraph
-from engine.sim.report.stats import platforms_of
+from engine.sim.run.output import platforms_of
 from engine.sim.run.service import SimRuns
 
 
@@ -32,26 +40,37 @@ async def make_report(db: Database, config, llm, store, runs: SimRuns | None, si
     memory scope in ``memory`` (where the report searches its posts)."""
     sim = await records.get(db, sim_id)
     if sim is None:
-        raise JobError(f"simulation {sim_id} no longer exists")
+        raise JobError(_("simulation {sim} no longer exists", sim=sim_id))
     done = await records.completed_steps(db, sim_id)
-    if "run" not in done or not await run_cpu(platforms_of, sim.folder):
-        raise JobError(f"simulation {sim_id} has not finished its run yet: there is nothing to report")
+    ensemble = await ensemble_report.load(db, sim) if sim.runs > 1 else None
+    run = ensemble.representative if ensemble is not None else sim   # the run the sections read
+    if "run" not in done or not await run_cpu(platforms_of, run.folder):
+        raise JobError(_("simulation {sim} has not finished its run yet: there is nothing to report", sim=sim_id))
     if interviewer is None:
-        interviewer = PersonaInterviewer(llm, sim.folder, job, scope)
+        interviewer = PersonaInterviewer(llm, run.folder, job, scope, lang=sim.spec.language)
         if runs is not None:
-            interviewer = RunInterviewer(runs, sim_id, fallback=interviewer)
-    beliefs, quality = await diagnostics.report_section(db, sim_id, sim.folder, Path(sim.folder) / CHARTS_DIR)
-    result = await write_report(sim.folder, llm, StoreGraph(store, sim_id), interviewer, config.report,
-                                memory=memory, requirement=sim.spec.requirement, sim_id=sim_id, job=job, scope=scope,
-                                progress=progress, extra_charts=beliefs,
-                                appendix=[(diagnostics.SECTION_TITLE, quality)])
+            interviewer = RunInterviewer(runs, run.id, fallback=interviewer)
+    charts_dir = Path(sim.folder) / CHARTS_DIR
+    if ensemble is None:
+        charts, quality = await diagnostics.report_section(db, sim_id, sim.folder, charts_dir)
+        appendix = [(_(diagnostics.SECTION_TITLE), quality)]
+    else:
+        charts = await run_cpu(draw_ensemble_charts, ensemble.spread, ensemble.activity(), charts_dir)
+        quality = (await diagnostics.report_section(db, run.id, run.folder, None))[1]
+        appendix = [(_("{title}: run {run}, the median-most", title=_(diagnostics.SECTION_TITLE), run=run.run_no),
+                     quality)]
+    result = await write_report(run.folder, llm, StoreGraph(store, sim_id), interviewer, config.report,
+                                memory=memory, requirement=sim.spec.requirement, sim_id=run.id, job=job, scope=scope,
+                                progress=progress, extra_charts=charts, appendix=appendix, ensemble=ensemble,
+                                lang=sim.spec.language)
     await records.record_report(db, sim_id, result.path, result.title, result.summary, len(result.sections),
                                 result.tool_calls, len(result.citations), len(result.unverified))
     return result
 
 
 def summary_of(result: ReportResult) -> dict[str, Any]:
-    return {"report": str(result.path), "charts_dir": str(result.path.parent / "charts"), "sections": len(result.sections), "charts": len(result.charts),
+    return {"report": str(result.path), "charts_dir": str(result.path.parent / "charts"),
+            "sections": len(result.sections), "charts": len(result.charts),
             "tool_calls": result.tool_calls, "citations": len(result.citations),
             "unverified_citations": len(result.unverified)}
 
@@ -59,7 +78,7 @@ def summary_of(result: ReportResult) -> dict[str, Any]:
 async def step(ctx: SimContext) -> dict[str, Any]:
     """The pipeline step."""
     if ctx.memory is None:
-        raise JobError("the report searches the simulation's posts in memory, and no memory engine was given")
+        raise JobError(_("the report searches the simulation's posts in memory, and no memory engine was given"))
     result = await make_report(ctx.db, ctx.config, ctx.llm, ctx.graph, ctx.runs, ctx.sim_id, memory=ctx.memory,
                                job=ctx.job_id, scope=ctx.scope, progress=ctx.progress)
     return summary_of(result)

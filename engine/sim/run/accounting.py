@@ -5,7 +5,8 @@ Every figure a child reports (events, interview replies, its ``usage.jsonl`` rea
 is a cumulative total of one child process. ``sim_run_usage`` keeps, per simulation and process,
 the totals already recorded; a report adds only the difference to the shared ``UsageLedger``,
 in the same transaction as the ledger's row, so no call is counted twice and none is lost to a
-crash between two writes. The job and scope come from the run's row in ``sim_runs``.
+crash between two writes. The job and scope come from the run's row in ``sim_runs``
+(engine.sim.run.service, which owns that table).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from engine.db import Database
 from engine.llm.errors import BudgetExceeded
 from engine.llm.usage import Allowance, UsageLedger
 from engine.offload import run_cpu
+from engine.sim.run.service import job_and_scope
 from engine.sim.run.usage_log import USAGE_KEYS, read_totals
 
 
@@ -28,8 +30,7 @@ class RunUsage:
 
     async def owner(self, sim_id: str) -> tuple[str | None, str | None]:
         """The job and the scope the run's usage counts for."""
-        row = await self.db.fetchone("SELECT job_id, scope FROM sim_runs WHERE sim_id = ?", (sim_id,))
-        return (row["job_id"], row["scope"]) if row is not None else (None, None)
+        return await job_and_scope(self.db, sim_id)
 
     async def saw(self, sim_id: str, usage: dict | None) -> None:
         """A child's cumulative usage (``{"process", "calls", ...}``): record what is new."""
@@ -57,6 +58,13 @@ class RunUsage:
         """Add what the children logged in the folder and was not recorded yet (after a crash)."""
         for process, totals in (await run_cpu(read_totals, Path(folder))).items():
             await self.saw(sim_id, {"process": process, **totals})
+
+    async def spent(self, sim_id: str) -> tuple[int, int]:
+        """(calls, tokens) the run's processes have recorded so far."""
+        row = await self.db.fetchone(
+            "SELECT coalesce(sum(calls), 0) AS calls, coalesce(sum(prompt_tokens + completion_tokens), 0) AS tokens"
+            " FROM sim_run_usage WHERE sim_id = ?", (sim_id,))
+        return int(row["calls"]), int(row["tokens"])
 
     async def over_budget(self, job: str | None, scope: str | None) -> str:
         """The message of the cap the job or scope has reached, or ''."""

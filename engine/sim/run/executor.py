@@ -1,7 +1,7 @@
 """How the engine talks to a run: start it, follow its events, ask it things, stop it.
 
 The engine sees only ``Executor`` and ``RunHandle``. ``LocalExecutor`` spawns the child
-(``python engine/sim/run/child.py <folder>``) with asyncio in a process group of its own and
+(``python engine/sim/run/child/main.py <folder>``) with asyncio in a process group of its own and
 speaks JSON lines over its stdin/stdout. An executor for several machines would host the same
 child elsewhere (a named, detached actor) behind the same two classes; durability does not live
 here but in the database (``service``), so a lost process is resumed from its checkpoint.
@@ -22,7 +22,8 @@ from typing import Any, AsyncIterator, Callable
 
 from engine.offload import run_cpu
 from engine.sim.run.child_env import child_environment
-from engine.sim.run.protocol import RUN_LOG, SPEC_FILE, RunSpec, encode
+from engine.sim.run.output import RUN_LOG
+from engine.sim.run.protocol import SPEC_FILE, RunSpec, encode
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 # The child is started as a script, not with -m: runpy's frozen frames would sit at the bottom
 # of every stack, and camel's ChatAgent.astep calls inspect.stack(), whose module lookup scans
 # all of sys.modules for each such frame (about 0.5 s per agent step once torch is loaded).
-CHILD_SCRIPT = Path(__file__).resolve().with_name("child.py")
+CHILD_SCRIPT = Path(__file__).resolve().parent / "child" / "main.py"
 
 
 class RunGone(Exception):
@@ -88,6 +89,11 @@ class Executor(ABC):
         """Run a short CPU-bound job (statistics, charts) where the executor runs work."""
         return await run_cpu(fn, *args)
 
+    @abstractmethod
+    async def close(self) -> None:
+        """Cancel the runs this process started (the bot is shutting down; they resume from their
+        checkpoints)."""
+
 
 class LocalRun(RunHandle):
     def __init__(self, run_id: str, proc: asyncio.subprocess.Process, kill_grace: float = 5.0):
@@ -115,7 +121,8 @@ class LocalRun(RunHandle):
                 try:
                     event = json.loads(line)
                 except ValueError:
-                    log.warning("run %s wrote a non-JSON line: %r", self.run_id, line[:200])
+                    log.warning("run %s wrote a non-JSON line (%d bytes)", self.run_id, len(line))
+                    log.debug("run %s's non-JSON line: %r", self.run_id, line[:200])   # may quote agents' posts
                     continue
                 if event.get("type") == "reply":
                     future = self._pending.pop(str(event.get("id")), None)
@@ -187,6 +194,8 @@ class LocalRun(RunHandle):
         return self.returncode
 
     def _signal_group(self, sig: int) -> None:
+        if self.pid is None:
+            return
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, sig)  # the child leads its own group (start_new_session)
 
@@ -286,7 +295,7 @@ def child_pid_alive(pid: int | None, folder: Path) -> bool:
 
 async def end_stray_child(pid: int | None, folder: Path, grace: float = 5.0) -> bool:
     """Terminate a run child an earlier bot process left behind, so two never share a folder."""
-    if not child_pid_alive(pid, folder):
+    if pid is None or not child_pid_alive(pid, folder):
         return False
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGTERM)

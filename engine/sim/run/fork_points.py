@@ -24,7 +24,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from engine.sim.run.protocol import ACTIONS_LOG, CHECKPOINT_DB, MEMORY_FILE, PLATFORMS, platform_dir
+from engine.i18n import _
+from engine.sim.run.output import ACTIONS_LOG, CHECKPOINT_DB, MEMORY_FILE, PLATFORMS, platform_dir
 
 ROUNDS_DIR = "rounds"
 POINT_ACTIONS = "actions.json"
@@ -34,7 +35,7 @@ def point_dir(folder: Path, platform: str, round_no: int) -> Path:
     return platform_dir(folder, platform) / ROUNDS_DIR / f"{round_no:04d}"
 
 
-def link_or_copy(src: Path, dst: Path) -> None:
+def link_or_copy(src: Path | str, dst: Path | str) -> None:
     """A hard link where the file system allows one, else a copy."""
     try:
         os.link(src, dst)
@@ -123,14 +124,15 @@ def thin(folder: Path, budget_bytes: int) -> dict[str, list[int]] | None:
 
 
 def describe_rounds(rounds: list[int]) -> str:
-    """'1-4, 8, 12' for [1, 2, 3, 4, 8, 12]; 'none' for []."""
+    """'1-4, 8, 12' for [1, 2, 3, 4, 8, 12]; 'none' (in the current language) for []."""
     if not rounds:
-        return "none"
+        return _("none")
     parts: list[str] = []
     start = prev = rounds[0]
-    for r in rounds[1:] + [None]:
-        if r is None or r != prev + 1:
+    for r in rounds[1:]:
+        if r != prev + 1:
             parts.append(str(start) if start == prev else f"{start}-{prev}")
             start = r
         prev = r
+    parts.append(str(start) if start == prev else f"{start}-{prev}")
     return ", ".join(parts)

@@ -1,4 +1,5 @@
-"""The JSON-lines protocol between the bot and a run's child process, and the run's files.
+"""The JSON-lines protocol between the bot and a run's child process, and the spec the child is
+started with (``run_spec.json``). The files a run writes are described in ``output``.
 
 Parent -> child (stdin), one object per line, each with an ``id`` the reply echoes:
   {"id": "r1", "type": "interview", "question": "...", "agent_ids": [0, 3] | null,
@@ -24,28 +25,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-PLATFORMS = ("twitter", "reddit")
+from engine.sim.run.output import PLATFORMS
+
 SPEC_FILE = "run_spec.json"
-RUN_LOG = "run.log"           # the child's stderr: warnings, library noise
-ACTIONS_LOG = "actions.jsonl"
-CHECKPOINT = "checkpoint.json"
-CHECKPOINT_DB = "checkpoint.db"
-MEMORY_FILE = "memory.json"
 
 
 def encode(obj: dict[str, Any]) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, default=str) + "\n").encode("utf-8")
-
-
-def platform_dir(folder: Path, platform: str) -> Path:
-    return folder / platform
-
-
-def platform_db(folder: Path, platform: str) -> Path:
-    return folder / platform / f"{platform}.db"
 
 
 @dataclass

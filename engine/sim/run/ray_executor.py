@@ -27,6 +27,7 @@ from typing import Any, AsyncIterator
 import ray
 from ray.exceptions import RayActorError
 
+from engine.datadir import private_files
 from engine.sim.run.executor import Executor, LocalExecutor, RunGone, RunHandle, RunTimeout
 
 log = logging.getLogger(__name__)
@@ -39,6 +40,7 @@ class RunHost:
     """The actor: one run's child process on the node Ray chose for it."""
 
     def __init__(self, run_id: str, folder: str, env: dict[str, str] | None, python: str):
+        private_files()   # this worker writes the run's log into the shared folder: the user's only
         self.run_id, self.folder, self.env = run_id, Path(folder), env
         self.executor = LocalExecutor(python=python, die_with_parent=True)
         self.run: Any = None
@@ -157,13 +159,17 @@ class RayExecutor(Executor):
         self.num_cpus, self.resources, self.python = num_cpus, dict(resources or {}), python
         self._started: dict[str, RayRun] = {}
         self._host: Any = None
+        self._connecting = asyncio.Lock()
 
     async def _connect(self) -> None:
-        if not ray.is_initialized():
-            await asyncio.to_thread(ray.init, address=self.address or None, namespace=self.namespace,
-                                    logging_level=logging.WARNING, log_to_driver=False)
-        if self._host is None:
-            self._host = ray.remote(RunHost)
+        # one at a time: an ensemble's runs start together, and a second ray.init while the first
+        # is under way (in its thread) fails that run ("Perhaps you called ray.init twice")
+        async with self._connecting:
+            if not ray.is_initialized():
+                await asyncio.to_thread(ray.init, address=self.address or None, namespace=self.namespace,
+                                        logging_level=logging.WARNING, log_to_driver=False)
+            if self._host is None:
+                self._host = ray.remote(RunHost)
 
     def _name(self, run_id: str) -> str:
         return f"run-{run_id}"

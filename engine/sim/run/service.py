@@ -14,6 +14,10 @@ scope's caps still allow and stops at the end of the round in which it reaches o
 it reports as it goes is recorded at once, and a cap reached meanwhile (the scope's other jobs
 spend too) stops it the same way. A run stopped at a cap, or one whose cap is still reached,
 ends its job with a message that names the cap, the usage and the key to raise.
+
+This module owns ``sim_runs`` and ``sim_interviews`` (tests/test_sql_owners.py); others read a
+run's row through ``stored_run`` and ``job_and_scope``, and a fork registers its stopped run with
+``add_stopped_run``.
 """
 from __future__ import annotations
 
@@ -22,24 +26,32 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Sequence
 
 from engine.db import Database
+from engine.i18n import N_, _
 from engine.jobs import JobError, JobStopped, utcnow
-from engine.owners import ProcessOwner
 from engine.llm.errors import BudgetExceeded
 from engine.llm.usage import Allowance
-from engine.sim.envmodels import CONFIG_FILE, SimulationConfig
-from engine.sim.run.accounting import RunUsage
+from engine.owners import ProcessOwner
+from engine.sim.environment.models import CONFIG_FILE, SimulationConfig
 from engine.sim.run.executor import Executor, RunGone, RunHandle, RunTimeout, end_stray_child
 from engine.sim.run.observers import RoundDone, RoundFeed, RoundObserver
-from engine.sim.run.protocol import PLATFORMS, SPEC_FILE, RunSpec, platform_db
+from engine.sim.run.output import PLATFORMS, platform_db
+from engine.sim.run.protocol import SPEC_FILE, RunSpec
 from engine.words import plural
+
+if TYPE_CHECKING:
+    from engine.sim.run.accounting import RunUsage
 
 log = logging.getLogger(__name__)
 
 Progress = Callable[..., Awaitable[None]]  # JobContext.progress(fraction, message, **data)
 LIVE = ("running", "idle")
+# How each status of a run reads in a chat (translated where shown: ``RunState.describe``).
+STATUS_NAMES = {"running": N_("running"), "idle": N_("idle"), "completed": N_("completed"),
+                "stopped": N_("stopped"), "failed": N_("failed"), "interrupted": N_("interrupted"),
+                "cancelled": N_("cancelled")}
 
 
 class RunUnreachable(JobError):
@@ -107,8 +119,11 @@ class RunState:
                    restart_reason=row["restart_reason"], error=row["error"], live=live)
 
     def describe(self) -> str:
-        rounds = ", ".join(f"{p} {k}/{self.rounds_total}" for p, k in self.rounds_done.items()) or "not started"
-        text = f"{self.status}: rounds {rounds}; {plural(sum(self.actions.values()), 'action')}"
+        """The run's status line in the current language: "running: rounds twitter 3/10, reddit 2/10; 41 actions"."""
+        rounds = ", ".join(f"{p} {k}/{self.rounds_total}" for p, k in self.rounds_done.items()) or _("not started")
+        status = _(STATUS_NAMES[self.status]) if self.status in STATUS_NAMES else self.status
+        text = _("{status}: rounds {rounds}; {actions}", status=status, rounds=rounds,
+                 actions=plural(sum(self.actions.values()), "{n} action", "{n} actions"))
         if self.restart_reason:
             text += f"; {self.restart_reason}"
         if self.error:
@@ -135,6 +150,36 @@ class _Follow:
     injected: dict[str, dict] = field(default_factory=dict)  # injected event id -> its first ``injected`` event
     lost: str = ""          # why the run's host was lost (the executor could not reach it any more)
     restarts: int = 0       # times it was resumed elsewhere after that
+
+
+async def stored_run(db: Database, sim_id: str) -> Any:
+    """The ``sim_runs`` row of ``sim_id`` as it is stored; None when it has no run."""
+    return await db.fetchone("SELECT * FROM sim_runs WHERE sim_id = ?", (sim_id,))
+
+
+async def job_and_scope(db: Database, sim_id: str) -> tuple[str | None, str | None]:
+    """The job and the scope the run of ``sim_id`` counts for ((None, None) without a run)."""
+    row = await db.fetchone("SELECT job_id, scope FROM sim_runs WHERE sim_id = ?", (sim_id,))
+    return (row["job_id"], row["scope"]) if row is not None else (None, None)
+
+
+async def add_stopped_run(conn: Any, sim_id: str, folder: Path, scope: str, rounds_total: int | None,
+                          rounds_done: dict[str, int], actions: dict[str, int], now: str) -> None:
+    """Within a transaction (``conn``): a run of ``sim_id`` stopped after ``rounds_done``, which
+    the run step resumes (a fork's, engine.sim.fork)."""
+    await conn.execute(
+        "INSERT INTO sim_runs(sim_id, folder, job_id, scope, status, rounds_total, rounds_done, actions,"
+        " started_at, updated_at) VALUES (?,?,NULL,?,'stopped',?,?,?,?,?)",
+        (sim_id, str(folder), scope, rounds_total, json.dumps(rounds_done), json.dumps(actions), now, now))
+
+
+def run_summary(result: dict) -> dict:
+    """What step 4 records of one finished run (``SimRuns.run``'s result)."""
+    summary = {"rounds": result["rounds"], "actions": sum(result["actions"].values())}
+    summary.update({f"{p} actions": n for p, n in sorted(result["actions"].items())})
+    if result["restart_reason"]:
+        summary["restart"] = result["restart_reason"]
+    return summary
 
 
 class SimRuns:
@@ -169,7 +214,9 @@ class SimRuns:
                 values[key] = json.dumps(values[key])
         values["updated_at"] = utcnow()
         cols = ", ".join(f"{k} = ?" for k in values)
-        await self.db.execute(f"UPDATE sim_runs SET {cols} WHERE sim_id = ?", (*values.values(), sim_id))
+        # a run's rounds and status wait for a restarting database server (at most a lease)
+        await self.owner.outlasting(lambda: self.db.execute(f"UPDATE sim_runs SET {cols} WHERE sim_id = ?",
+                                                            (*values.values(), sim_id)), f"simulation {sim_id}")
 
     async def elsewhere(self, sim_id: str) -> str | None:
         """Which other live process serves this simulation's run ('another bot process (pid …)'),
@@ -182,25 +229,29 @@ class SimRuns:
         return await self.owner.describe(row["owner"])
 
     async def recover(self) -> list[str]:
-        """At start-up: runs a gone process left 'running' or 'idle' are interrupted (their stray
-        children, if any, are ended so a resume never shares a folder with them). Runs of live
-        processes are left alone."""
+        """At start-up: the runs a gone process left behind. One left 'running' was cut off
+        mid-round and is interrupted; one left 'idle' had finished its last round and was only
+        waiting for interviews, so it is completed, not interrupted. Stray children, if any, are
+        ended so a resume never shares a folder with them. Runs of live processes are left alone.
+        Returns the interrupted runs only."""
         rows = await self.db.fetchall("SELECT * FROM sim_runs WHERE status IN ('running', 'idle')")
-        found = []
+        interrupted = []
         for row in rows:
             if await self.elsewhere(row["sim_id"]) is not None:
                 continue
             await end_stray_child(row["pid"], Path(row["folder"]))
             if self.usage is not None:
                 await self.usage.reconcile(row["sim_id"], Path(row["folder"]))
-            status = "completed" if row["status"] == "idle" else "interrupted"
-            await self._set(row["sim_id"], status=status, pid=None)
-            found.append(row["sim_id"])
-        return found
+            if row["status"] == "idle":
+                await self._set(row["sim_id"], status="completed", pid=None)
+            else:
+                await self._set(row["sim_id"], status="interrupted", pid=None)
+                interrupted.append(row["sim_id"])
+        return interrupted
 
     # -- running ----------------------------------------------------------------------------
 
-    def _spec(self, mode: str, caps: list[Allowance] = ()) -> RunSpec:
+    def _spec(self, mode: str, caps: Sequence[Allowance] = ()) -> RunSpec:
         s = self.settings
         return RunSpec(caps=[{"cap": a.cap, "unit": a.unit, "left": a.left} for a in caps],
                        price=self.usage.price() if self.usage is not None else [0.0, 0.0],
@@ -225,9 +276,10 @@ class SimRuns:
         rounds_total = min(cfg.time.rounds, self.settings.max_rounds)
         async with self._lock(sim_id):
             if await self.executor.attach(sim_id) is not None:
-                raise JobError(f"simulation {sim_id} is already running")
+                raise JobError(_("simulation {sim} is already running", sim=sim_id))
             if (where := await self.elsewhere(sim_id)) is not None:
-                raise JobError(f"simulation {sim_id} is running in {where}; it cannot run here at the same time")
+                raise JobError(_("simulation {sim} is running in {where}; it cannot run here at the same time",
+                                 sim=sim_id, where=where))
             row = await self.db.fetchone("SELECT * FROM sim_runs WHERE sim_id = ?", (sim_id,))
             if row is not None:
                 await end_stray_child(row["pid"], folder)  # its owner is gone (or was this process)
@@ -301,19 +353,21 @@ class SimRuns:
         if ran_before:
             await self.usage.reconcile(sim_id, folder)
         if reached := await self.usage.over_budget(job_id, scope):
-            raise BudgetExceeded(f"simulation {sim_id} cannot run on: {reached}; "
-                                 f"/sim resume {sim_id} continues once the budget allows")
+            raise BudgetExceeded(_("simulation {sim} cannot run on: {reached}; /sim resume {sim} continues once the "
+                                   "budget allows", sim=sim_id, reached=reached))
         return await self.usage.allowances(job_id, scope)
 
     async def _saw_usage(self, sim_id: str, handle: RunHandle, state: _Follow | None, usage: dict | None) -> None:
         """Record the child's cumulative usage; stop the run at the end of its round when a cap
         is reached (the child holds the caps it was given; the scope's other jobs spend too)."""
-        if self.usage is None or not usage:
+        ledger = self.usage
+        if ledger is None or not usage:
             return
-        await self.usage.saw(sim_id, usage)
+        await self.owner.outlasting(lambda: ledger.saw(sim_id, usage), f"simulation {sim_id}")
         if state is None or state.budget_stop or sim_id in self._stopping:
             return
-        if reached := await self.usage.over_budget(state.job_id, state.scope):
+        job_id, scope = state.job_id, state.scope
+        if reached := await self.owner.outlasting(lambda: ledger.over_budget(job_id, scope), f"simulation {sim_id}"):
             state.budget_stop = reached
             self._stopping.add(sim_id)
             task = asyncio.create_task(self._request_stop(handle, reached), name=f"sim-{sim_id}-budget-stop")
@@ -336,9 +390,10 @@ class SimRuns:
                 state.rounds_done = dict(event["rounds_done"])
                 reasons = event.get("restart_reason") or {}
                 if event["mode"] == "resume":
-                    state.restart_reason = "; ".join(
-                        f"{p} started over from round 1: {reasons[p]}" if p in reasons
-                        else f"{p} resumed at round {k + 1}" for p, k in state.rounds_done.items())
+                    state.restart_reason = "; ".join(   # the child's reasons are msgids (child.main)
+                        _("{platform} started over from round 1: {reason}", platform=p, reason=_(reasons[p]))
+                        if p in reasons else _("{platform} resumed at round {round}", platform=p, round=k + 1)
+                        for p, k in state.rounds_done.items())
                 await self._set(sim_id, rounds_done=state.rounds_done, restart_reason=state.restart_reason,
                                 rounds_total=state.rounds_total)
                 for platform, done in sorted(state.rounds_done.items()):  # observers catch up after a resume
@@ -383,7 +438,7 @@ class SimRuns:
     async def _ended(self, sim_id: str, state: _Follow, returncode: int | None) -> None:
         """The process ended before the idle time: a stop, a failure or a crash. Raises JobError."""
         done = min(state.rounds_done.values(), default=0)
-        where = f"after round {done} of {state.rounds_total}"
+        where = _("after round {done} of {total}", done=done, total=state.rounds_total)
         if state.done_status == "completed":
             await self._set(sim_id, status="completed", pid=None)
             return
@@ -393,21 +448,28 @@ class SimRuns:
                 # what the cap says now, with the whole last round recorded
                 reached = (self.usage is not None and await self.usage.over_budget(state.job_id, state.scope)
                            or state.budget_stop or state.stop_reason)
-                raise BudgetExceeded(f"simulation {sim_id} stopped {where}: {reached}; "
-                                     f"/sim resume {sim_id} continues from there once the budget allows")
-            reason = state.stop_reason or "on request"
+                raise BudgetExceeded(_("simulation {sim} stopped {where}: {reached}; /sim resume {sim} continues "
+                                       "from there once the budget allows", sim=sim_id, where=where, reached=reached))
+            # the child's reasons are msgids (child.main)
+            reason = _(state.stop_reason) if state.stop_reason else _("on request")
             if sim_id not in self._stopping:  # nobody asked: the run could not go on
-                raise JobError(f"simulation {sim_id} stopped {where} {reason}; resume continues from there")
-            raise JobStopped(f"stopped {where} {reason}; /sim resume {sim_id} continues from there")
+                raise JobError(_("simulation {sim} stopped {where} {reason}; resume continues from there", sim=sim_id,
+                                 where=where, reason=reason))
+            raise JobStopped(_("stopped {where} {reason}; /sim resume {sim} continues from there", where=where,
+                               reason=reason, sim=sim_id))
         if state.done_status == "failed" or state.error:
             await self._set(sim_id, status="failed", pid=None, error=state.error)
-            raise JobError(f"simulation {sim_id} failed {where}: {state.error or 'see run.log'}")
-        how = f"killed by signal {-returncode}" if returncode and returncode < 0 else f"exit status {returncode}"
-        error = f"the run process ended unexpectedly ({how}) {where}"
+            raise JobError(_("simulation {sim} failed {where}: {error}", sim=sim_id, where=where,
+                             error=state.error or _("see run.log")))
+        how = (_("killed by signal {signal}", signal=-returncode) if returncode and returncode < 0
+               else _("exit status {code}", code=returncode))
+        error = _("the run process ended unexpectedly ({how}) {where}", how=how, where=where)
         if state.lost:
-            error = f"{state.lost} {where} (it had been resumed elsewhere {plural(state.restarts, 'time')})"
+            error = _("{lost} {where} (it had been resumed elsewhere {times})", lost=state.lost, where=where,
+                      times=plural(state.restarts, "{n} time", "{n} times"))
         await self._set(sim_id, status="failed", pid=None, error=error)
-        raise JobError(f"simulation {sim_id}: {error}; resume continues from the last completed round")
+        raise JobError(_("simulation {sim}: {error}; resume continues from the last completed round", sim=sim_id,
+                         error=error))
 
     async def _cancelled(self, sim_id: str, handle: RunHandle, state: _Follow) -> None:
         await handle.cancel()
@@ -431,13 +493,17 @@ class SimRuns:
     # -- progress ---------------------------------------------------------------------------
 
     def _progress_text(self, s: _Follow) -> str:
-        rounds = ", ".join(f"{p} round {k}/{s.rounds_total}" for p, k in sorted(s.rounds_done.items()))
-        text = f"{rounds or 'starting'} · {plural(sum(s.actions.values()), 'action')}"
+        """The run's progress line, in the job's language (the ticker runs in the job's task)."""
+        rounds = ", ".join(_("{platform} round {done}/{total}", platform=p, done=k, total=s.rounds_total)
+                           for p, k in sorted(s.rounds_done.items()))
+        text = (rounds or _("starting")) + " · " + plural(sum(s.actions.values()), "{n} action", "{n} actions")
         if s.posts:
             p = s.posts[0]
-            text += f"\nlatest on {p['platform']}: {p['name']}: {p['content'][:120]}"
+            text += "\n" + _("latest on {platform}: {name}: {content}", platform=p["platform"], name=p["name"],
+                             content=p["content"][:120])
         for e in list(s.injected.values())[-3:]:
-            text += f"\n📰 round {e['round'] + 1}: {e['source']}: {e['text'][:120]}"
+            text += "\n" + _("📰 round {round}: {source}: {text}", round=e["round"] + 1, source=e["source"],
+                             text=e["text"][:120])
         return text
 
     def _progress_data(self, s: _Follow) -> dict:
@@ -496,12 +562,13 @@ class SimRuns:
         """Bring a finished run's environment back from its databases, for interviews."""
         state = await self.get(sim_id)
         if state is None:
-            raise RunUnreachable(f"simulation {sim_id} has not run yet")
+            raise RunUnreachable(_("simulation {sim} has not run yet", sim=sim_id))
         if (where := await self.elsewhere(sim_id)) is not None:
-            raise JobError(f"simulation {sim_id} is {state.status} in {where}; interview its agents there")
+            raise JobError(_("simulation {sim} is {status} in {where}; interview its agents there", sim=sim_id,
+                             status=_(STATUS_NAMES.get(state.status, state.status)), where=where))
         folder = Path(state.folder)
         if not any(platform_db(folder, p).exists() for p in PLATFORMS):
-            raise RunUnreachable(f"simulation {sim_id} has no databases to reopen")
+            raise RunUnreachable(_("simulation {sim} has no databases to reopen", sim=sim_id))
         caps = await self._interview_allowances(sim_id, folder)
         (folder / SPEC_FILE).write_text(self._spec("reopen", caps).to_json(), encoding="utf-8")
         handle = await self.executor.start(sim_id, folder)
@@ -510,10 +577,11 @@ class SimRuns:
                 return handle
             if event["type"] == "error":
                 await handle.cancel()
-                raise RunUnreachable(f"could not reopen simulation {sim_id}: {event['message']}")
+                raise RunUnreachable(_("could not reopen simulation {sim}: {error}", sim=sim_id,
+                                       error=event["message"]))
             if event["type"] == "exit":
-                raise RunUnreachable(f"could not reopen simulation {sim_id} (see run.log)")
-        raise RunUnreachable(f"could not reopen simulation {sim_id}")
+                raise RunUnreachable(_("could not reopen simulation {sim} (see run.log)", sim=sim_id))
+        raise RunUnreachable(_("could not reopen simulation {sim}", sim=sim_id))
 
     async def interview(self, sim_id: str, agent_ids: list[int] | None, question: str,
                         platforms: list[str] | None = None, asked_by: str = "",
@@ -522,10 +590,11 @@ class SimRuns:
         it (a finished run is reopened from its databases). Every answer is recorded."""
         question = question.strip()
         if not question:
-            raise JobError("the question is empty")
+            raise JobError(_("the question is empty"))
         bad = [p for p in platforms or [] if p not in PLATFORMS]
         if bad:
-            raise JobError(f"unknown platform {bad[0]!r}; use {' or '.join(PLATFORMS)}")
+            raise JobError(_("unknown platform {platform}; use one of {platforms}", platform=repr(bad[0]),
+                             platforms=", ".join(PLATFORMS)))
         async with self._lock(sim_id):
             handle = await self.executor.attach(sim_id)
             if handle is None:
@@ -539,7 +608,7 @@ class SimRuns:
         except (RunGone, RunTimeout) as err:
             raise RunUnreachable(str(err)) from None
         except RuntimeError as err:
-            raise JobError(f"interview failed: {err}") from None
+            raise JobError(_("interview failed: {error}", error=err)) from None
         await self._saw_usage(sim_id, handle, None, reply.get("usage"))
         answers = [Answer(sim_id=sim_id, platform=a["platform"], agent_id=a["agent_id"], name=a["name"],
                           question=question, answer=a.get("answer"), error=a.get("error"), round=a["round"])
@@ -569,9 +638,10 @@ class SimRuns:
 
     async def _interview_budget(self, sim_id: str) -> tuple[str | None, str | None]:
         """The run's job and scope; BudgetExceeded when they have no budget left for a question."""
+        assert self.usage is not None  # asked only where runs account their usage
         job_id, scope = await self.usage.owner(sim_id)
         if reached := await self.usage.over_budget(job_id, scope):
-            raise BudgetExceeded(f"no interview: {reached}")
+            raise BudgetExceeded(_("no interview: {reached}", reached=reached))
         return job_id, scope
 
     async def close(self) -> None:

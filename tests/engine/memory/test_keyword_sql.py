@@ -1,0 +1,112 @@
+"""The keyword search of one scope: the scope is part of the full-text query, so another
+server's size does not change what a small server's search reads; and SQLite and PostgreSQL,
+indexing the same tokens, rank the same rows with the same BM25 scores."""
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from engine.db import open_database
+from engine.memory import MemoryMessage
+from engine.memory.audience import Viewer
+from engine.memory.keyword_sql import _pg_bm25, _pg_params, fts5_match, keyword_messages, messages_match
+from engine.memory.textutil import Query, fts_query
+from tests.helpers.memory import close_engine, open_engine
+from tests.helpers.search import MONDAY, seed_scope, vm_steps
+
+pytestmark = pytest.mark.timeout(180)
+
+
+async def _work(db, viewer: Viewer, query: Query) -> int:
+    """What keyword_messages costs for ``viewer``: SQLite virtual-machine steps, or on PostgreSQL
+    the most rows any step of the executed plan read from the messages' table or its index."""
+    if db.dialect == "sqlite":
+        return await vm_steps(db, keyword_messages(db, viewer, query, 50))
+    sees, seen = viewer.where("w.audience")
+    plan = await db.fetchval("EXPLAIN (ANALYZE, FORMAT JSON) " + _pg_bm25("memory_messages", "m", "", sees),
+                             (*_pg_params("memory_messages", viewer.scope, query), *seen, 50))
+    nodes, most = [json.loads(plan)[0]["Plan"]], 0
+    while nodes:
+        node = nodes.pop()
+        if node.get("Relation Name") == "memory_messages" or node.get("Index Name") == "memory_messages_search":
+            most = max(most, node["Actual Rows"])
+        nodes += node.get("Plans", [])
+    return most
+
+
+async def test_keyword_search_reads_only_the_viewer_s_scope(db):
+    small = Viewer.operator("small:1")
+    query = Query((("zebra",),))
+    mine = await seed_scope(db, "small:1", "ws", 3, 1)
+    alone = await _work(db, small, query)
+    await seed_scope(db, "big:1", "wb", 3000, 100)    # another server: a thousand times more matches
+    beside = await _work(db, small, query)
+    assert sorted(i for i, _ in await keyword_messages(db, small, query, 50)) == mine
+    if db.dialect == "postgresql":
+        assert alone == beside == 3                  # the GIN index intersects the scope's entries
+    else:
+        # FTS5 reads a few more index pages; scoring and joining the other scope's 3,000 matches,
+        # as before, took 135k steps here (2.7k now, 0.76k alone)
+        assert beside < 5 * alone
+    big = await keyword_messages(db, Viewer.operator("big:1"), query, 5000)
+    assert len(big) == 3000 and not {i for i, _ in big} & set(mine)
+
+
+async def test_a_scope_larger_than_its_matches_is_searched_without_its_token_with_the_same_scores(tmp_path):
+    db = await open_database(tmp_path / "bot.sqlite3")
+    try:
+        big = await seed_scope(db, "big:1", "wb", 2000, 1)
+        await seed_scope(db, "small:1", "ws", 3, 5000)
+        rare, common = Query((("17",), ("170",))), Query((("zebra",),))
+        assert "scope_key" not in await messages_match(db, "big:1", rare)   # 2 matching rows in a scope of 2,000
+        assert "scope_key" in await messages_match(db, "small:1", common)   # 2,003 in a scope of 3
+        assert "scope_key" in await messages_match(db, "big:1", common)
+        found = await keyword_messages(db, Viewer.operator("big:1"), rare, 50)
+        scoped = await db.fetchall("SELECT rowid AS id, -bm25(memory_messages_fts, 0.0, 1.0) AS s FROM "
+                                   "memory_messages_fts WHERE memory_messages_fts MATCH ? ORDER BY s DESC",
+                                   (fts5_match("big:1", rare),))
+        assert [i for i, _ in found] == [r["id"] for r in scoped] == [big[17], big[170]]
+        assert [s for _, s in found] == pytest.approx([r["s"] for r in scoped], rel=1e-12)
+        other = await keyword_messages(db, Viewer.operator("small:1"), rare, 50)
+        assert other == []   # the other scope's matches are filtered out on the message rows
+    finally:
+        await db.close()
+
+
+PARITY_CHAT = [
+    ("Anna", "I bought a bike for the long summer rides"), ("Bob", "I bought a car"),
+    ("Anna", "yesterday I ran a marathon in the rain"), ("Bob", "nice! how long did the marathon take?"),
+    ("Anna", "four hours, my legs hurt, the rain never stopped"), ("Cy", "the weather is nice for a ride"),
+    ("Bruno", "o jogo de ontem foi ótimo, o Flamengo marcou dois gols"),
+    ("Ana", "os jogos do campeonato começam em maio"), ("Somchai", "เมื่อวานฉันไปดูฟุตบอลที่สนามกับเพื่อน"),
+    ("Wei", "我昨天和朋友去看足球比赛"), ("Cy", "Anna, Bob: the marathon photos are online"),
+]
+PARITY_QUESTIONS = ["What did Anna buy?", "Who ran a marathon on 7 May 2023?", "rain marathon legs",
+                    "quem marcou gols nos jogos?", "ฟุตบอล", "足球比赛", "Anna Bob photos", "bike car ride"]
+
+
+async def _ranked(url: str) -> list[list[tuple[str, float]]]:
+    db, engine = await open_engine(url)
+    try:
+        await engine.ingest_many([MemoryMessage("test:1", "general", str(i), author, text,
+                                                MONDAY + timedelta(minutes=i))
+                                  for i, (author, text) in enumerate(PARITY_CHAT)])
+        out = []
+        for question in PARITY_QUESTIONS:
+            hits = await keyword_messages(db, Viewer.operator("test:1"), fts_query(question, now=MONDAY), 5)
+            ids = {r["id"]: r["message_id"] for r in await db.fetchall("SELECT id, message_id FROM memory_messages")}
+            out.append([(ids[i], s) for i, s in hits])
+        return out
+    finally:
+        await close_engine(db, engine)
+
+
+async def test_sqlite_and_postgresql_rank_the_same_rows_with_the_same_scores(pg_server, tmp_path):
+    lite = await _ranked(f"sqlite:///{tmp_path / 'bot.sqlite3'}")
+    pg = await _ranked(await pg_server.fresh_database())
+    assert all(lite), "every question finds something"
+    for question, a, b in zip(PARITY_QUESTIONS, lite, pg):
+        assert [m for m, _ in a] == [m for m, _ in b], question
+        assert [s for _, s in a] == pytest.approx([s for _, s in b], rel=1e-9), question
