@@ -138,10 +138,7 @@ class MemoryEngine:
             log.info("%s wait for belief extraction; it runs after the next start",
                      plural(left, "{n} message", "{n} messages"))
         await self.messages.close()
-        for task in self._topic_tasks.values():
-            task.cancel()
-        if self._topic_tasks:
-            await asyncio.gather(*self._topic_tasks.values(), return_exceptions=True)
+        await self._stop_renaming()
 
     def llm_for(self, scope: str) -> Any:
         """The LLM that extracts beliefs and names worlds in ``scope``: none for a simulation's
@@ -319,6 +316,14 @@ class MemoryEngine:
             self._topic_tasks[scope] = task
             task.add_done_callback(lambda done: self._topic_tasks.pop(scope, None)
                                    if self._topic_tasks.get(scope) is done else None)
+
+    async def _stop_renaming(self) -> None:
+        """Cancel the scopes' background renamings and wait until they have stopped: a renaming cut
+        short marks its worlds again as it unwinds, so only after the wait are the marks complete."""
+        tasks = list(self._topic_tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _mark_topics(self, scope: str, world_ids: set[str]) -> None:
         """Mark worlds for the next topic refresh of their scope."""
@@ -623,8 +628,7 @@ class MemoryEngine:
             for scope, channel in await records.unread_channels(self.db):
                 while await self._extract_channel(scope, channel):
                     pass
-        for task in list(self._topic_tasks.values()):
-            task.cancel()
+        await self._stop_renaming()
         for scope in list(self._topic_dirty):
             await self.refresh_topics(scope)
 

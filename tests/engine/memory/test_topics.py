@@ -4,6 +4,9 @@ said side by side kept in their order, consistent capitals; each message read in
 joined)."""
 from __future__ import annotations
 
+import asyncio
+import json
+import threading
 from pathlib import Path
 
 import chatterbot_corpus
@@ -11,13 +14,16 @@ import snowballstemmer
 import yaml
 
 from bot.app import App
-from engine.config import parse_config
+from engine.config import LLMSection, parse_config
+from engine.llm import LLMClient
 from engine.memory import terms
 from engine.memory.models import WorldState
 from engine.memory.textutil import stop_words
 from engine.memory.topics import NAME_SETTLED_AT, NAME_STOP, initial_topic, keyword_topics, needs_topic
+from tests.fakes.openai_server import FakeOpenAI, Raw, completion
 from tests.helpers.chat import Person
 from tests.helpers.config import MINILM
+from tests.helpers.memory import Chat, close_engine, open_engine
 from tests.helpers.search import Member, app, say_all  # noqa: F401  (app: the console app fixture)
 
 CORPUS = Path(chatterbot_corpus.__file__).parent / "data" / "english"
@@ -81,6 +87,34 @@ async def test_worlds_lists_phrase_names(tmp_path):
         assert "Football match Arsenal" in listing or "Arsenal football match" in listing, listing
     finally:
         await app.close()
+
+
+async def test_flush_names_a_world_whose_background_renaming_it_cut_short(db_url):
+    """``flush`` cancels a renaming under way (here: its LLM call, held by the endpoint) and names
+    the world itself: only once the cancelled renaming has unwound are its worlds marked again."""
+    first_call = threading.Event()
+
+    def names(body: dict):
+        if first_call.is_set():
+            return json.dumps({"name": "Arsenal football"})
+        first_call.set()
+        return Raw(body=completion(json.dumps({"name": "too late"})), delay=20)
+
+    with FakeOpenAI(names) as server:
+        llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model"))
+        db, engine = await open_engine(db_url, llm=llm, extract_every_n=1000, extract_every_s=600,
+                                       topic_delay_s=0, base_threshold=0.3)
+        try:
+            chat = Chat("test:1")
+            for text in ["did you see the football match yesterday? Arsenal won 3-1",
+                         "the football match was great, Arsenal pressed all game",
+                         "Arsenal's football matches are the best this season"]:
+                world = (await engine.ingest(chat.msg(text))).world_id
+            assert await asyncio.to_thread(first_call.wait, 10)  # the background renaming is under way
+            await engine.flush()
+            assert [(w.id, w.topic) for w in await engine.worlds("test:1")] == [(world, "Arsenal football")]
+        finally:
+            await close_engine(db, engine)
 
 
 def test_a_name_drawn_from_few_messages_is_recomputed_at_each_growth_then_on_doubling():
