@@ -40,14 +40,15 @@ def belief_text(subject: str, predicate: str, obj: str) -> str:
     return f"{subject} {predicate} {obj}"
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def storable(text: str) -> str:
     """``text`` with each lone surrogate (JSON's "\\ud800", which Telegram, Discord and an export
-    may carry) replaced by U+FFFD: neither database, the tokenizer nor the language detector
-    takes one, and a message that holds one would fail its whole batch, then be skipped."""
-    return _LONE_SURROGATE.sub("\ufffd", text)
+    may carry) and each NUL replaced by U+FFFD: neither database, the tokenizer nor the language
+    detector takes a lone surrogate, PostgreSQL refuses NUL in text (SQLite keeps it), and a
+    message that holds either would fail its whole batch, then be skipped."""
+    return _UNSTORABLE.sub("\ufffd", text)
 
 
 def to_blob(vec: np.ndarray) -> bytes:
@@ -78,7 +79,8 @@ class MemoryMessage:
     attachments: tuple[str, ...] = ()   # names and captions of its attached files, searchable with its text
 
     def __post_init__(self) -> None:
-        self.author, self.text = storable(self.author), storable(self.text)
+        self.channel, self.message_id = storable(self.channel), storable(self.message_id)
+        self.author, self.author_id, self.text = storable(self.author), storable(self.author_id), storable(self.text)
         self.attachments = tuple(storable(a) for a in self.attachments)
 
 
