@@ -217,6 +217,8 @@ def parse_discord(path: Path, data: Any = None) -> list[ChatRecord]:
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         raise ImportFileError(f"{path}: a DiscordChatExporter export is an object with `messages`")
     channel = data.get("channel") or {}
+    if not isinstance(channel, dict):
+        raise ImportFileError(f"{path}: `channel` must be an object with an id or a name")
     channel_id = str(channel.get("id") or channel.get("name") or "discord")
     records = []
     for mi, msg in enumerate(data["messages"]):
@@ -235,9 +237,15 @@ def parse_discord(path: Path, data: Any = None) -> list[ChatRecord]:
             ts = parse_time(msg["timestamp"])
         except ValueError as err:
             raise ImportFileError(f"{where}: timestamp: {err}") from None
+        attachments = msg.get("attachments") or []
+        if not isinstance(attachments, list):
+            raise ImportFileError(f"{where}: attachments must be a list")
         if content.strip():
-            name = author.get("name") or author.get("nickname") or str(author.get("id", "unknown"))
-            files = tuple(a["fileName"] for a in msg.get("attachments") or []
+            name = author.get("name") or author.get("nickname") or author.get("id") or "unknown"
+            if not isinstance(name, (str, int)):
+                raise ImportFileError(f"{where}: the author's name must be a string")
+            name = str(name)
+            files = tuple(a["fileName"] for a in attachments
                           if isinstance(a, dict) and isinstance(a.get("fileName"), str) and a["fileName"])
             records.append(ChatRecord(str(msg["id"]), channel_id, name, content, ts, files,
                                       str(author.get("id") or "")))

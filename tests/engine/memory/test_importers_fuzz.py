@@ -67,6 +67,10 @@ def import_files(draw) -> bytes:
 @example(content=b'{"id": 1, "channel": "c", "author": "a", "ts": -99999999999999, "text": "x"}')
 @example(content=b'{"id": 1, "channel": "c", "author": "a", "ts": "' + b"9" * 100_000 + b'", "text": "x"}')
 @example(content=b'{"id": 1, "channel": "c", "author": "a", "ts": 1, "text": "\\ud800 lone"}')
+@example(content=b'{"id": "1\\u0000", "channel": "c\\u0000", "author": "a\\u0000", "ts": 1, "text": "N\\u0000"}')
+@example(content=b'{"guild": {"id": "1"}, "channel": true, "messages": []}')
+@example(content=b'{"channel": {"id": 1}, "messages": [{"id": 0, "timestamp": "2024-01-01T00:00:00Z", "content": "hi", '
+                 b'"author": {"id": "1", "name": ["ann"]}, "attachments": true}]}')
 @example(content=b'{"messages": [{"id": 1, "date": "2024-01-01T00:00:00", "from": "a", "text": "\\udfff"}]}')
 @example(content=("\u00e9t\u00e9 " * 30_000).encode("latin-1"))
 @example(content=b'{"id": 1, "channel": "c", "author": "a", "ts": "9999-12-31T23:59:59-14:00", "text": "x"}')
@@ -84,4 +88,5 @@ def test_an_import_file_gives_storable_messages_or_one_short_line(tmp_path, cont
         for value in (m.text, m.author, m.channel, m.message_id, m.author_id, *m.attachments):
             assert isinstance(value, str)
             value.encode("utf-8")   # a lone surrogate cannot be stored on either database
+            assert "\x00" not in value   # nor NUL on PostgreSQL
         assert m.ts.tzinfo is not None
