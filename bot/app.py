@@ -65,6 +65,9 @@ FEATURES = [
 DRAIN_S = 10.0  # at shutdown, how long commands and adapter hooks under way may take to finish
 SETTINGS_RECHECK_S = 1.0  # how stale a cached channel setting may be when another process changed it
 MEMORY_SETTING = "memory"  # channel setting: 'off' = plain messages are not remembered
+# A command that arrives while the database cannot be reached (a PostgreSQL restart) waits this long
+# for it, acknowledged meanwhile; well inside the 15 minutes a Discord interaction can be answered in.
+COMMAND_DB_WAIT_S = 300.0
 LANGUAGE_SETTING = "language"  # channel setting: the language the bot writes in there ('auto': the platform's)
 
 MessageListener = Callable[[Incoming], Awaitable[None]]
@@ -307,10 +310,37 @@ class App:
                 with using(await self.language_of(msg.scope, msg.channel, msg.locale)):
                     return await self._route_reply(msg, reply)
             name, rest = parsed.name, parsed.rest
-        with using(await self.language_of(msg.scope, msg.channel, msg.locale)):
+        language = await self._command_language(msg, reply)
+        if language is None:
+            return None
+        with using(language):
             async with at_most_once(msg, reply, f"/{name}") as first:
                 if first:
                     await self._run_command(msg, reply, name, rest)
+        return None
+
+    async def _command_language(self, msg: Incoming, reply: Reply) -> str | None:
+        """The language a command is answered in: the first read of the database a command makes.
+        While the database cannot be reached (a PostgreSQL restart), the command is accepted at once
+        (Discord wants that within 3 s) and waits for it up to ``COMMAND_DB_WAIT_S`` rather than
+        being dropped; None, with one line to the asker, when it never came back."""
+        def read() -> Awaitable[str]:
+            return self.language_of(msg.scope, msg.channel, msg.locale)
+
+        try:
+            return await read()
+        except Exception as err:
+            if not self.db.unreachable(err):
+                raise
+        await reply.accept()
+        try:
+            return await self.db.outlasting(read, "a command", within=COMMAND_DB_WAIT_S)
+        except Exception as err:
+            if not self.db.unreachable(err):
+                raise
+        with using(normalize(msg.locale) or self.config.bot.language):
+            await reply.error(_("the bot's database cannot be reached just now, so your command did not run; "
+                                "try again in a few minutes"))
         return None
 
     async def _run_command(self, msg: Incoming, reply: Reply, name: str, rest: str) -> None:

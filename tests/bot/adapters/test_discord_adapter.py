@@ -8,7 +8,9 @@ import pytest
 from bot.adapters import discord_adapter
 from tests.fakes.discord_server import ADMIN_ROLE, CHANNEL, EVERYONE_PERMS, GUILD, MANAGE_GUILD, OWNER
 from tests.helpers.chat import add_test_simulation, make_app
-from tests.helpers.discord import fake, start_bot, stop_bot  # noqa: F401  (fake: the Discord fake fixture)
+from tests.helpers.discord import fake, start_bot, stop_bot, wait_for_texts  # noqa: F401  (fake: the fixture)
+from tests.helpers.pg_server import restartable_pg  # noqa: F401  (the fixture)
+from tests.helpers.wait import until
 
 pytestmark = pytest.mark.timeout(60)
 EPHEMERAL = 64
@@ -320,5 +322,25 @@ async def test_synced_commands_carry_their_descriptions_per_discord_locale(tmp_p
         assert language["name_localizations"] == {"pt-BR": "language (idioma)", "th": "language (ภาษา)"}
         menu = commands["Forget this message"]   # a message's Apps menu entry is a label: translated
         assert menu["name_localizations"] == {"pt-BR": "Esquecer esta mensagem", "th": "ลืมข้อความนี้"}
+    finally:
+        await stop_bot(app, stop, task)
+
+
+async def test_a_command_while_postgresql_restarts_is_acknowledged_at_once_and_answered_after(
+        tmp_path, monkeypatch, fake, restartable_pg):  # noqa: F811
+    """A slash command that arrives while the database cannot be reached is deferred within
+    Discord's 3 seconds and answered once the database is back, not dropped."""
+    app, stop, task, *_ = await start_bot(tmp_path, monkeypatch, fake, message_content=True,
+                                          db_url=await restartable_pg.fresh_database())
+    try:
+        await fake.message("the harbour strike starts on Monday at the north gate")
+        await wait_for_texts(app, 1)
+        restarting = asyncio.create_task(asyncio.to_thread(restartable_pg.restart, 4.0))
+        await until(lambda: restartable_pg.rss() == 0, 30, "the server down")
+        await fake.interaction("recall", [{"name": "query", "type": 3, "value": "harbour strike"}])
+        deferred = await fake.wait_for("POST", "/callback")
+        assert deferred.json["type"] == 5   # "thinking…"
+        await restarting
+        await fake.wait_for("POST", "/webhooks/", lambda c: "north gate" in c.content, timeout=30)
     finally:
         await stop_bot(app, stop, task)
