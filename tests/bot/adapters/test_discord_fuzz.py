@@ -76,6 +76,7 @@ async def bot(tmp_path, monkeypatch, fake):  # noqa: F811
     app, stop, task, _, _ = await start_bot(tmp_path, monkeypatch, fake, message_content=True)
     await fake.message("the river floods every spring")
     await wait_for_texts(app, 1)
+    await app.memory.embedded()   # routed: its vector and world are in the snapshot, not filled in after it
     yield app, fake, await stored_messages(app)
     await stop_bot(app, stop, task)
 
