@@ -23,13 +23,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Iterable
 
 import aiosqlite
 import numpy as np
 
 from engine.db import Database
-from engine.memory import chattext, records
+from engine.memory import records, terms
 from engine.memory.models import Belief, belief_text, iso, parse_ts, to_blob
 
 _PUNCT = re.compile(r"[^\w\s]+", re.UNICODE)
@@ -61,14 +61,20 @@ class NewBelief:
     exclusive: bool
     sources: list[int]            # memory_messages ids
     valid_from: datetime
-    terms: str = ""               # its search tokens (chattext.belief_terms; ``fit`` fills them)
+    terms: str = ""               # its search tokens (belief_terms; ``fit`` fills them)
 
     def text(self) -> str:
         return belief_text(self.subject, self.predicate, self.object)
 
     def fit(self) -> None:
         """Compute its search tokens (CPU work: run it off the event loop)."""
-        self.terms = chattext.belief_terms(self.subject, self.predicate, self.object)
+        self.terms = belief_terms(self.subject, self.predicate, self.object)
+
+
+def belief_terms(subject: str, predicate: str, obj: str) -> str:
+    """A belief's tokens: its three parts, stemmed in their language (engine.memory.terms)."""
+    text = f"{subject} {predicate} {obj}"
+    return " ".join(terms.index_terms(text, terms.detect_language(text)))
 
 
 def belief_from_row(row) -> Belief:
@@ -267,3 +273,8 @@ async def superseded_since(db: Database, scope: str, since: str) -> list[Any]:
         "o.invalid_at, n.subject AS ns, n.predicate AS np, n.object AS no FROM beliefs o JOIN beliefs n "
         "ON n.id = o.superseded_by WHERE o.scope=? AND n.learned_at>=? ORDER BY n.learned_at, n.id",
         (scope, since))
+
+
+async def set_search_terms(conn: aiosqlite.Connection, rows: Iterable[tuple[str, int]]) -> None:
+    """Beliefs refitted (engine.memory.chattext.fit_stored): (search_terms, id)."""
+    await conn.executemany("UPDATE beliefs SET search_terms=? WHERE id=?", rows)

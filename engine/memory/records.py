@@ -135,6 +135,11 @@ async def insert_routed(conn: aiosqlite.Connection, rows: Iterable[tuple]) -> No
         " embedding, search_text, search_terms) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
 
 
+async def set_search_texts(conn: aiosqlite.Connection, rows: Iterable[tuple[str, str, int]]) -> None:
+    """Messages refitted (engine.memory.chattext.fit_stored): (search_text, search_terms, id)."""
+    await conn.executemany("UPDATE memory_messages SET search_text=?, search_terms=? WHERE id=?", rows)
+
+
 async def channel_outside(db: Database, scope: str, channel: str, audience: str) -> list[Any]:
     """The channel's routed messages that lie in worlds of another audience than ``audience``, in
     order, with their embeddings."""
