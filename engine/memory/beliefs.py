@@ -278,3 +278,65 @@ async def superseded_since(db: Database, scope: str, since: str) -> list[Any]:
 async def set_search_terms(conn: aiosqlite.Connection, rows: Iterable[tuple[str, int]]) -> None:
     """Beliefs refitted (engine.memory.chattext.fit_stored): (search_terms, id)."""
     await conn.executemany("UPDATE beliefs SET search_terms=? WHERE id=?", rows)
+
+
+# -- rows for the modules that move, forget and rename worlds (audience, lifecycle) -----------
+
+async def oldest_text(conn: aiosqlite.Connection, world_id: str) -> str | None:
+    """The statement of the world's oldest belief, its three parts spaced; None when it holds none."""
+    async with conn.execute("SELECT subject || ' ' || predicate || ' ' || object AS text FROM beliefs "
+                            "WHERE world_id=? ORDER BY id LIMIT 1", (world_id,)) as cur:
+        row = await cur.fetchone()
+    return row["text"] if row is not None else None
+
+
+async def sourced(conn: aiosqlite.Connection, scope: str) -> list[tuple[int, str, list[int]]]:
+    """(id, world id, source message ids) of every belief of the scope."""
+    async with conn.execute("SELECT id, world_id, sources FROM beliefs WHERE scope=?", (scope,)) as cur:
+        return [(r["id"], r["world_id"], json.loads(r["sources"])) for r in await cur.fetchall()]
+
+
+async def set_sources(conn: aiosqlite.Connection, belief_id: int, sources: list[int]) -> None:
+    """The belief rests on ``sources`` (message ids) now."""
+    await conn.execute("UPDATE beliefs SET sources=? WHERE id=?", (json.dumps(sources), belief_id))
+
+
+async def set_world(conn: aiosqlite.Connection, belief_id: int, world_id: str) -> None:
+    await conn.execute("UPDATE beliefs SET world_id=? WHERE id=?", (world_id, belief_id))
+
+
+async def copy_to(conn: aiosqlite.Connection, belief_id: int, world_id: str, sources: list[int]) -> None:
+    """A copy of the belief (its statement, confidence, times, vector and tokens) in world ``world_id``,
+    resting on ``sources``; the copy supersedes nothing and is superseded by nothing."""
+    await conn.execute(
+        "INSERT INTO beliefs(scope, world_id, subject, predicate, object, norm_key, norm_object, confidence,"
+        " sources, learned_at, valid_from, invalid_at, decayed_at, embedding, search_terms) "
+        "SELECT scope, ?, subject, predicate, object, norm_key, norm_object, confidence, ?, learned_at,"
+        " valid_from, invalid_at, decayed_at, embedding, search_terms FROM beliefs WHERE id=?",
+        (world_id, json.dumps(sources), belief_id))
+
+
+async def unlink_outside(conn: aiosqlite.Connection, scope: str, ids: list[int]) -> None:
+    """No supersession link of the scope joins a belief among ``ids`` to one outside them, either way."""
+    marks = ",".join("?" * len(ids))
+    await conn.execute(f"UPDATE beliefs SET superseded_by=NULL WHERE scope=? AND superseded_by IN ({marks}) "
+                       f"AND id NOT IN ({marks})", (scope, *ids, *ids))
+    await conn.execute(f"UPDATE beliefs SET superseded_by=NULL WHERE id IN ({marks}) "
+                       f"AND superseded_by NOT IN ({marks})", (*ids, *ids))
+
+
+async def move_world(conn: aiosqlite.Connection, from_id: str, to_id: str) -> None:
+    """Every belief of world ``from_id`` lies in world ``to_id`` now."""
+    await conn.execute("UPDATE beliefs SET world_id=? WHERE world_id=?", (to_id, from_id))
+
+
+async def delete(conn: aiosqlite.Connection, belief_id: int) -> None:
+    """Delete a belief; what it superseded is no longer superseded by anything."""
+    await conn.execute("UPDATE beliefs SET superseded_by=NULL WHERE superseded_by=?", (belief_id,))
+    await conn.execute("DELETE FROM beliefs WHERE id=?", (belief_id,))
+
+
+async def embeddings_of(conn: aiosqlite.Connection, world_id: str) -> list[Any]:
+    """The embeddings of the world's beliefs."""
+    async with conn.execute("SELECT embedding FROM beliefs WHERE world_id=?", (world_id,)) as cur:
+        return list(await cur.fetchall())
