@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import aiosqlite
 
 from engine.db import Database
-from engine.memory import beliefs, records
+from engine.memory import beliefs as belief_store, records
 from engine.memory.models import iso, utcnow
 from engine.memory.topics import initial_topic
 
@@ -89,7 +89,7 @@ async def rename_provisionally(conn: aiosqlite.Connection, world_id: str) -> Non
     audience, or were forgotten, does not outlive them."""
     text = await records.oldest_text(conn, world_id)
     if text is None:
-        text = await beliefs.oldest_text(conn, world_id)
+        text = await belief_store.oldest_text(conn, world_id)
     if text is not None:
         await records.set_topic(conn, world_id, initial_topic(text))
 
@@ -104,7 +104,7 @@ async def move_beliefs(conn: aiosqlite.Connection, scope: str, moved: dict[int, 
         return touched
     arrived: set[str] = set()
     whole: list[int] = []   # beliefs that moved entirely
-    for belief_id, world_id, sources in await beliefs.sourced(conn, scope):
+    for belief_id, world_id, sources in await belief_store.sourced(conn, scope):
         going = [s for s in sources if s in moved]
         if not going:
             continue
@@ -115,14 +115,14 @@ async def move_beliefs(conn: aiosqlite.Connection, scope: str, moved: dict[int, 
         touched |= {world_id, target}
         arrived.add(target)
         if not staying:
-            await beliefs.set_world(conn, belief_id, target)
+            await belief_store.set_world(conn, belief_id, target)
             whole.append(belief_id)
             continue
-        await beliefs.set_sources(conn, belief_id, staying)
-        await beliefs.copy_to(conn, belief_id, target, going)
+        await belief_store.set_sources(conn, belief_id, staying)
+        await belief_store.copy_to(conn, belief_id, target, going)
     if whole:
         # A supersession link must not point from one audience into another.
-        await beliefs.unlink_outside(conn, scope, whole)
+        await belief_store.unlink_outside(conn, scope, whole)
     for world_id in arrived:
-        await beliefs.fold_duplicates(conn, world_id)
+        await belief_store.fold_duplicates(conn, world_id)
     return touched

@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo
 from dateutil.relativedelta import relativedelta
 
 from engine.db import Database
-from engine.memory import beliefs, records, terms
+from engine.memory import beliefs as belief_store, records, terms
 from engine.memory.models import parse_ts
 from engine.offload import run_cpu
 
@@ -337,10 +337,10 @@ async def fit_stored(db: Database, zone: str = "UTC") -> int:
         if not rows:
             return seen
         stored = [r for r in rows if r["subject"] is not None]
-        terms = await run_cpu(lambda: [beliefs.belief_terms(r["subject"], r["predicate"], r["object"])
+        terms = await run_cpu(lambda: [belief_store.belief_terms(r["subject"], r["predicate"], r["object"])
                                        for r in stored])  # noqa: B023 (awaited within this iteration)
         ids = [r["id"] for r in rows]
         async with db.transaction() as conn:
-            await beliefs.set_search_terms(conn, [(t, r["id"]) for t, r in zip(terms, stored)])
+            await belief_store.set_search_terms(conn, [(t, r["id"]) for t, r in zip(terms, stored)])
             await conn.execute(f"DELETE FROM beliefs_unfitted WHERE id IN ({','.join('?' * len(ids))})", ids)
         seen += len(rows)

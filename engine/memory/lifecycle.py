@@ -21,7 +21,7 @@ import aiosqlite
 import numpy as np
 
 from engine.db import Database
-from engine.memory import beliefs, records
+from engine.memory import beliefs as belief_store, records
 from engine.memory.index import CentroidIndex
 from engine.memory.models import Forgotten, WorldState, iso, to_blob, utcnow
 from engine.memory.router import centred, normalise
@@ -61,8 +61,8 @@ async def merge_worlds(db: Database, scope: str, keep: WorldState, gone: WorldSt
     async with db.transaction() as conn:
         old = await records.world_dates(conn, gone.id)
         await records.move_world_messages(conn, gone.id, keep.id)
-        await beliefs.move_world(conn, gone.id, keep.id)
-        await beliefs.fold_duplicates(conn, keep.id)
+        await belief_store.move_world(conn, gone.id, keep.id)
+        await belief_store.fold_duplicates(conn, keep.id)
         await records.absorb(conn, keep.id, to_blob(centroid), keep.access_count + gone.access_count,
                              old["created_at"], old["last_active"])
         await records.insert_merge(conn, scope, keep.audience, keep.id, gone.id, old["topic"], similarity,
@@ -111,13 +111,13 @@ async def archive_quiet(db: Database, scope: str, now: datetime, ttl_days: float
     retired, and no message since ``ttl_days`` before ``now``; returns their (scope, id). Their
     messages and beliefs stay."""
     cutoff = iso(now - timedelta(days=ttl_days))
-    return await records.archive_worlds(db, scope, iso(now), in_use(), cutoff, beliefs.in_recall("b."))
+    return await records.archive_worlds(db, scope, iso(now), in_use(), cutoff, belief_store.in_recall("b."))
 
 
 async def forget_messages(conn: aiosqlite.Connection, scope: str, where: str | None, args: tuple,
-                          belief_ids: Sequence[int] = ()) -> tuple[Forgotten, set[str]]:
+                          beliefs: Sequence[int] = ()) -> tuple[Forgotten, set[str]]:
     """Delete the scope's messages matching ``where`` (one channel's, one author's, these ids;
-    None: no message), the beliefs resting only on them and the beliefs named in ``belief_ids``.
+    None: no message), the beliefs resting only on them and the beliefs named in ``beliefs``.
 
     Returns what was forgotten (the ids of the messages and beliefs removed) and the worlds
     touched. Beliefs that also rest on other messages stay, without the forgotten sources.
@@ -126,19 +126,19 @@ async def forget_messages(conn: aiosqlite.Connection, scope: str, where: str | N
     if where is not None:
         rows = await records.matching(conn, scope, where, args)
     gone = {r["id"] for r in rows}
-    named = set(belief_ids)
+    named = set(beliefs)
     touched = {r["world_id"] for r in rows if r["world_id"] is not None}   # a pending message has no world
     removed_beliefs: set[int] = set()
     if gone or named:
-        for belief_id, world_id, sources in await beliefs.sourced(conn, scope):
+        for belief_id, world_id, sources in await belief_store.sourced(conn, scope):
             if belief_id not in named and not any(s in gone for s in sources):
                 continue
             kept = [] if belief_id in named else [s for s in sources if s not in gone]
             touched.add(world_id)
             if kept:
-                await beliefs.set_sources(conn, belief_id, kept)
+                await belief_store.set_sources(conn, belief_id, kept)
             else:
-                await beliefs.delete(conn, belief_id)
+                await belief_store.delete(conn, belief_id)
                 removed_beliefs.add(belief_id)
         if gone and where is not None:   # gone is empty where there is no condition
             await records.delete_matching(conn, scope, where, args)
@@ -151,7 +151,7 @@ async def centroid_of(conn: aiosqlite.Connection, world_id: str) -> tuple[np.nda
     rows = await records.embeddings_of(conn, world_id)
     count = len(rows)
     if not rows:
-        rows = await beliefs.embeddings_of(conn, world_id)
+        rows = await belief_store.embeddings_of(conn, world_id)
     if not rows:
         return None
     matrix = np.frombuffer(b"".join(r["embedding"] for r in rows), dtype=np.float32).reshape(len(rows), -1)
