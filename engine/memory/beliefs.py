@@ -23,7 +23,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import aiosqlite
 import numpy as np
@@ -36,6 +36,7 @@ _PUNCT = re.compile(r"[^\w\s]+", re.UNICODE)
 
 BELIEF_COLUMNS = ("id, world_id, subject, predicate, object, confidence, sources, learned_at, "
                   "valid_from, invalid_at, superseded_by, retired_at")
+_B_COLUMNS = ", ".join(f"b.{c.strip()}" for c in BELIEF_COLUMNS.split(","))   # the same, of ``beliefs b``
 
 
 def in_recall(alias: str = "") -> str:
@@ -340,3 +341,51 @@ async def embeddings_of(conn: aiosqlite.Connection, world_id: str) -> list[Any]:
     """The embeddings of the world's beliefs."""
     async with conn.execute("SELECT embedding FROM beliefs WHERE world_id=?", (world_id,)) as cur:
         return list(await cur.fetchall())
+
+
+# -- reads for the modules that show beliefs (members, snapshot, topics, retrieval) ------------
+
+async def seen_current(db: Database, scope: str, sees: str, seen: Sequence[str],
+                       world_id: str | None = None) -> list[Belief]:
+    """The scope's current beliefs (of world ``world_id`` only, when given) in worlds whose audience
+    meets ``sees`` (a condition on ``w.audience`` with its values ``seen``: audience.Viewer.where),
+    most confident first."""
+    one_world, world_params = ("AND b.world_id=?", [world_id]) if world_id is not None else ("", [])
+    return [belief_from_row(r) for r in await db.fetchall(
+        f"SELECT {_B_COLUMNS} FROM beliefs b "
+        f"JOIN worlds w ON w.id = b.world_id WHERE b.scope=? AND {in_recall('b.')} AND {sees} {one_world} "
+        "ORDER BY b.confidence DESC, b.id", (scope, *seen, *world_params))]
+
+
+async def seen_by_id(db: Database, scope: str, belief_id: int, sees: str, seen: Sequence[str]) -> Belief | None:
+    """The scope's belief ``belief_id`` (retired or superseded too) if its world's audience meets
+    ``sees`` (with its values ``seen``); None otherwise."""
+    row = await db.fetchone(
+        f"SELECT {_B_COLUMNS} FROM beliefs b "
+        f"JOIN worlds w ON w.id = b.world_id WHERE b.scope=? AND b.id=? AND {sees}",
+        (scope, belief_id, *seen))
+    return belief_from_row(row) if row is not None else None
+
+
+async def of_scope(db: Database, scope: str) -> list[Belief]:
+    """Every belief of the scope, superseded and retired ones too, in order."""
+    return [belief_from_row(r) for r in
+            await db.fetchall(f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE scope=? ORDER BY id", (scope,))]
+
+
+async def by_ids(db: Database, scope: str, ids: Sequence[int]) -> list[Belief]:
+    """The scope's beliefs among ``ids`` (sorted) that memory still holds."""
+    found: list[Belief] = []
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        found += [belief_from_row(r) for r in await db.fetchall(
+            f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE scope=? AND id IN ({','.join('?' * len(part))})",
+            (scope, *part))]
+    return found
+
+
+async def strongest(db: Database, world_id: str, n: int) -> list[Any]:
+    """(subject, predicate, object) of the world's ``n`` most confident current beliefs."""
+    return await db.fetchall(
+        f"SELECT subject, predicate, object FROM beliefs WHERE world_id=? AND {in_recall()} "
+        "ORDER BY confidence DESC, id LIMIT ?", (world_id, n))
