@@ -389,3 +389,23 @@ async def strongest(db: Database, world_id: str, n: int) -> list[Any]:
     return await db.fetchall(
         f"SELECT subject, predicate, object FROM beliefs WHERE world_id=? AND {in_recall()} "
         "ORDER BY confidence DESC, id LIMIT ?", (world_id, n))
+
+
+async def candidates(db: Database, scope: str, ids: Sequence[int], sees: str, seen: Sequence[str]) -> list[Any]:
+    """The rows (``BELIEF_COLUMNS`` and the embedding) of the scope's current beliefs among ``ids`` in
+    worlds whose audience meets ``sees`` (with its values ``seen``): recall's candidates."""
+    # CROSS JOIN keeps SQLite on the belief rows first (by id); "(b.scope || '')" stops it from walking
+    # the whole scope's index instead. Both are plain SQL to PostgreSQL, whose planner takes neither as
+    # a hint (it rejects SQLite's "CROSS JOIN .. ON" and "+text", hence these forms).
+    return await db.fetchall(
+        f"SELECT {_B_COLUMNS}, b.embedding FROM beliefs b CROSS JOIN worlds w WHERE w.id = b.world_id "
+        f"AND b.id IN ({','.join('?' * len(ids))}) AND (b.scope || '')=? AND {in_recall('b.')} AND {sees}",
+        (*ids, scope, *seen))
+
+
+async def of_world(db: Database, scope: str, world_id: str) -> list[Belief]:
+    """The beliefs of a world of the scope, superseded ones too but not retired ones, newest first."""
+    rows = await db.fetchall(
+        f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE world_id=? AND scope=? AND retired_at IS NULL "
+        "ORDER BY learned_at DESC, id DESC", (world_id, scope))
+    return [belief_from_row(r) for r in rows]
