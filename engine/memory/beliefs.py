@@ -15,6 +15,12 @@ source's world breaks a tie, so one extraction call can serve messages of many w
 Confidence decays with a half-life (``decay``); a belief decayed below the floor is retired
 (``retire``): kept as history, out of recall, /world, maturity and digests (``in_recall``, the one
 rule every query of current beliefs uses). Seen again, a retired belief is current again.
+
+Every SQL statement on ``beliefs`` lives here (tests/test_sql_owners.py): the modules that move,
+forget, refit, show and recall beliefs (audience, lifecycle, chattext, members, snapshot, topics,
+retrieval) call the named functions at the end, which take ``db`` or ``conn`` first and a viewer's
+audience filter as its SQL condition and values (audience.Viewer.where). So this module imports no
+memory module above records, models and terms: each of those callers imports it.
 """
 from __future__ import annotations
 
