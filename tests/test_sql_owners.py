@@ -38,7 +38,6 @@ The owners, table family by family (OWNERS below is the map the test reads):
 from __future__ import annotations
 
 import ast
-import functools
 import re
 from pathlib import Path
 from typing import Iterator
@@ -75,22 +74,6 @@ OWNERS: dict[str, set[str]] = {
 MIGRATION_ONLY = {"jobs_new", "llm_usage_new", "memory_messages_new"}  # built and renamed inside one migration
 SCANNED = ("bot", "engine")
 EXEMPT = ("engine/db/",)
-
-# NOT YET MOVED: statements of engine/memory/ on the memory family's tables that still sit in the
-# module using them rather than in the table's owner: (module, subject table). Each is a debt, not a
-# rule; test_the_allowances_are_still_needed fails once one is paid, so the list only shrinks.
-NOT_YET_MOVED: set[tuple[str, str]] = {
-    ("engine/memory/audience.py", "beliefs"),
-    ("engine/memory/chattext.py", "beliefs"),
-    ("engine/memory/chattext.py", "memory_messages"),
-    ("engine/memory/lifecycle.py", "beliefs"),
-    ("engine/memory/members.py", "beliefs"),
-    ("engine/memory/retrieval.py", "beliefs"),
-    ("engine/memory/retrieval.py", "memory_messages"),
-    ("engine/memory/retrieval.py", "worlds"),
-    ("engine/memory/snapshot.py", "beliefs"),
-    ("engine/memory/topics.py", "beliefs"),
-}
 
 SQL = re.compile(r"\b(FROM|INTO|UPDATE|JOIN)\s+(\w+)")
 CREATED = re.compile(r"(?i)create\s+(?:virtual\s+)?table\s+(?:if\s+not\s+exists\s+)?(\w+)")
@@ -166,7 +149,6 @@ def scanned() -> Iterator[Path]:
                 yield path
 
 
-@functools.cache
 def misplaced() -> list[tuple[str, int, str]]:
     """(module, line, table) of every statement outside its table's owner."""
     known, owners = tables(), owner_of()
@@ -182,13 +164,8 @@ def misplaced() -> list[tuple[str, int, str]]:
 def test_every_statement_on_a_table_is_in_its_owner():
     owners = owner_of()
     found = [f"{module}:{line} {table}: belongs in {owners.get(table, 'no owner yet')}"
-             for module, line, table in misplaced() if (module, table) not in NOT_YET_MOVED]
+             for module, line, table in misplaced()]
     assert found == [], "SQL on a table outside the module that owns it:\n" + "\n".join(found)
-
-
-def test_the_allowances_are_still_needed():
-    left = {(module, table) for module, _line, table in misplaced()}
-    assert NOT_YET_MOVED - left == set(), "moved already: take them off NOT_YET_MOVED"
 
 
 def test_every_table_has_one_owner_that_exists():

@@ -16,14 +16,12 @@ or the other way round.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import aiosqlite
 
 from engine.db import Database
-from engine.memory import records
-from engine.memory.beliefs import fold_duplicates
+from engine.memory import beliefs as belief_store, records
 from engine.memory.models import iso, utcnow
 from engine.memory.topics import initial_topic
 
@@ -91,10 +89,7 @@ async def rename_provisionally(conn: aiosqlite.Connection, world_id: str) -> Non
     audience, or were forgotten, does not outlive them."""
     text = await records.oldest_text(conn, world_id)
     if text is None:
-        async with conn.execute("SELECT subject || ' ' || predicate || ' ' || object AS text FROM beliefs "
-                                "WHERE world_id=? ORDER BY id LIMIT 1", (world_id,)) as cur:
-            row = await cur.fetchone()
-        text = row["text"] if row is not None else None
+        text = await belief_store.oldest_text(conn, world_id)
     if text is not None:
         await records.set_topic(conn, world_id, initial_topic(text))
 
@@ -107,39 +102,27 @@ async def move_beliefs(conn: aiosqlite.Connection, scope: str, moved: dict[int, 
     touched: set[str] = set()
     if not moved:
         return touched
-    async with conn.execute("SELECT id, world_id, sources FROM beliefs WHERE scope=?", (scope,)) as cur:
-        rows = await cur.fetchall()
     arrived: set[str] = set()
     whole: list[int] = []   # beliefs that moved entirely
-    for b in rows:
-        sources = json.loads(b["sources"])
+    for belief_id, world_id, sources in await belief_store.sourced(conn, scope):
         going = [s for s in sources if s in moved]
         if not going:
             continue
         staying = [s for s in sources if s not in moved]
         target = moved[going[0]]
-        if target == b["world_id"]:
+        if target == world_id:
             continue
-        touched |= {b["world_id"], target}
+        touched |= {world_id, target}
         arrived.add(target)
         if not staying:
-            await conn.execute("UPDATE beliefs SET world_id=? WHERE id=?", (target, b["id"]))
-            whole.append(b["id"])
+            await belief_store.set_world(conn, belief_id, target)
+            whole.append(belief_id)
             continue
-        await conn.execute("UPDATE beliefs SET sources=? WHERE id=?", (json.dumps(staying), b["id"]))
-        await conn.execute(
-            "INSERT INTO beliefs(scope, world_id, subject, predicate, object, norm_key, norm_object, confidence,"
-            " sources, learned_at, valid_from, invalid_at, decayed_at, embedding, search_terms) "
-            "SELECT scope, ?, subject, predicate, object, norm_key, norm_object, confidence, ?, learned_at,"
-            " valid_from, invalid_at, decayed_at, embedding, search_terms FROM beliefs WHERE id=?",
-            (target, json.dumps(going), b["id"]))
+        await belief_store.set_sources(conn, belief_id, staying)
+        await belief_store.copy_to(conn, belief_id, target, going)
     if whole:
         # A supersession link must not point from one audience into another.
-        marks = ",".join("?" * len(whole))
-        await conn.execute(f"UPDATE beliefs SET superseded_by=NULL WHERE scope=? AND superseded_by IN ({marks}) "
-                           f"AND id NOT IN ({marks})", (scope, *whole, *whole))
-        await conn.execute(f"UPDATE beliefs SET superseded_by=NULL WHERE id IN ({marks}) "
-                           f"AND superseded_by NOT IN ({marks})", (*whole, *whole))
+        await belief_store.unlink_outside(conn, scope, whole)
     for world_id in arrived:
-        await fold_duplicates(conn, world_id)
+        await belief_store.fold_duplicates(conn, world_id)
     return touched

@@ -15,6 +15,12 @@ source's world breaks a tie, so one extraction call can serve messages of many w
 Confidence decays with a half-life (``decay``); a belief decayed below the floor is retired
 (``retire``): kept as history, out of recall, /world, maturity and digests (``in_recall``, the one
 rule every query of current beliefs uses). Seen again, a retired belief is current again.
+
+Every SQL statement on ``beliefs`` lives here (tests/test_sql_owners.py): the modules that move,
+forget, refit, show and recall beliefs (audience, lifecycle, chattext, members, snapshot, topics,
+retrieval) call the named functions at the end, which take ``db`` or ``conn`` first and a viewer's
+audience filter as its SQL condition and values (audience.Viewer.where). So this module imports no
+memory module above records, models and terms: each of those callers imports it.
 """
 from __future__ import annotations
 
@@ -23,19 +29,20 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Iterable, Sequence
 
 import aiosqlite
 import numpy as np
 
 from engine.db import Database
-from engine.memory import chattext, records
+from engine.memory import records, terms
 from engine.memory.models import Belief, belief_text, iso, parse_ts, to_blob
 
 _PUNCT = re.compile(r"[^\w\s]+", re.UNICODE)
 
 BELIEF_COLUMNS = ("id, world_id, subject, predicate, object, confidence, sources, learned_at, "
                   "valid_from, invalid_at, superseded_by, retired_at")
+_B_COLUMNS = ", ".join(f"b.{c.strip()}" for c in BELIEF_COLUMNS.split(","))   # the same, of ``beliefs b``
 
 
 def in_recall(alias: str = "") -> str:
@@ -61,14 +68,20 @@ class NewBelief:
     exclusive: bool
     sources: list[int]            # memory_messages ids
     valid_from: datetime
-    terms: str = ""               # its search tokens (chattext.belief_terms; ``fit`` fills them)
+    terms: str = ""               # its search tokens (belief_terms; ``fit`` fills them)
 
     def text(self) -> str:
         return belief_text(self.subject, self.predicate, self.object)
 
     def fit(self) -> None:
         """Compute its search tokens (CPU work: run it off the event loop)."""
-        self.terms = chattext.belief_terms(self.subject, self.predicate, self.object)
+        self.terms = belief_terms(self.subject, self.predicate, self.object)
+
+
+def belief_terms(subject: str, predicate: str, obj: str) -> str:
+    """A belief's tokens: its three parts, stemmed in their language (engine.memory.terms)."""
+    text = f"{subject} {predicate} {obj}"
+    return " ".join(terms.index_terms(text, terms.detect_language(text)))
 
 
 def belief_from_row(row) -> Belief:
@@ -267,3 +280,138 @@ async def superseded_since(db: Database, scope: str, since: str) -> list[Any]:
         "o.invalid_at, n.subject AS ns, n.predicate AS np, n.object AS no FROM beliefs o JOIN beliefs n "
         "ON n.id = o.superseded_by WHERE o.scope=? AND n.learned_at>=? ORDER BY n.learned_at, n.id",
         (scope, since))
+
+
+async def set_search_terms(conn: aiosqlite.Connection, rows: Iterable[tuple[str, int]]) -> None:
+    """Beliefs refitted (engine.memory.chattext.fit_stored): (search_terms, id)."""
+    await conn.executemany("UPDATE beliefs SET search_terms=? WHERE id=?", rows)
+
+
+# -- rows for the modules that move, forget and rename worlds (audience, lifecycle) -----------
+
+async def oldest_text(conn: aiosqlite.Connection, world_id: str) -> str | None:
+    """The statement of the world's oldest belief, its three parts spaced; None when it holds none."""
+    async with conn.execute("SELECT subject || ' ' || predicate || ' ' || object AS text FROM beliefs "
+                            "WHERE world_id=? ORDER BY id LIMIT 1", (world_id,)) as cur:
+        row = await cur.fetchone()
+    return row["text"] if row is not None else None
+
+
+async def sourced(conn: aiosqlite.Connection, scope: str) -> list[tuple[int, str, list[int]]]:
+    """(id, world id, source message ids) of every belief of the scope."""
+    async with conn.execute("SELECT id, world_id, sources FROM beliefs WHERE scope=?", (scope,)) as cur:
+        return [(r["id"], r["world_id"], json.loads(r["sources"])) for r in await cur.fetchall()]
+
+
+async def set_sources(conn: aiosqlite.Connection, belief_id: int, sources: list[int]) -> None:
+    """The belief rests on ``sources`` (message ids) now."""
+    await conn.execute("UPDATE beliefs SET sources=? WHERE id=?", (json.dumps(sources), belief_id))
+
+
+async def set_world(conn: aiosqlite.Connection, belief_id: int, world_id: str) -> None:
+    await conn.execute("UPDATE beliefs SET world_id=? WHERE id=?", (world_id, belief_id))
+
+
+async def copy_to(conn: aiosqlite.Connection, belief_id: int, world_id: str, sources: list[int]) -> None:
+    """A copy of the belief (its statement, confidence, times, vector and tokens) in world ``world_id``,
+    resting on ``sources``; the copy supersedes nothing and is superseded by nothing."""
+    await conn.execute(
+        "INSERT INTO beliefs(scope, world_id, subject, predicate, object, norm_key, norm_object, confidence,"
+        " sources, learned_at, valid_from, invalid_at, decayed_at, embedding, search_terms) "
+        "SELECT scope, ?, subject, predicate, object, norm_key, norm_object, confidence, ?, learned_at,"
+        " valid_from, invalid_at, decayed_at, embedding, search_terms FROM beliefs WHERE id=?",
+        (world_id, json.dumps(sources), belief_id))
+
+
+async def unlink_outside(conn: aiosqlite.Connection, scope: str, ids: list[int]) -> None:
+    """No supersession link of the scope joins a belief among ``ids`` to one outside them, either way."""
+    marks = ",".join("?" * len(ids))
+    await conn.execute(f"UPDATE beliefs SET superseded_by=NULL WHERE scope=? AND superseded_by IN ({marks}) "
+                       f"AND id NOT IN ({marks})", (scope, *ids, *ids))
+    await conn.execute(f"UPDATE beliefs SET superseded_by=NULL WHERE id IN ({marks}) "
+                       f"AND superseded_by NOT IN ({marks})", (*ids, *ids))
+
+
+async def move_world(conn: aiosqlite.Connection, from_id: str, to_id: str) -> None:
+    """Every belief of world ``from_id`` lies in world ``to_id`` now."""
+    await conn.execute("UPDATE beliefs SET world_id=? WHERE world_id=?", (to_id, from_id))
+
+
+async def delete(conn: aiosqlite.Connection, belief_id: int) -> None:
+    """Delete a belief; what it superseded is no longer superseded by anything."""
+    await conn.execute("UPDATE beliefs SET superseded_by=NULL WHERE superseded_by=?", (belief_id,))
+    await conn.execute("DELETE FROM beliefs WHERE id=?", (belief_id,))
+
+
+async def embeddings_of(conn: aiosqlite.Connection, world_id: str) -> list[Any]:
+    """The embeddings of the world's beliefs."""
+    async with conn.execute("SELECT embedding FROM beliefs WHERE world_id=?", (world_id,)) as cur:
+        return list(await cur.fetchall())
+
+
+# -- reads for the modules that show beliefs (members, snapshot, topics, retrieval) ------------
+
+async def seen_current(db: Database, scope: str, sees: str, seen: Sequence[str],
+                       world_id: str | None = None) -> list[Belief]:
+    """The scope's current beliefs (of world ``world_id`` only, when given) in worlds whose audience
+    meets ``sees`` (a condition on ``w.audience`` with its values ``seen``: audience.Viewer.where),
+    most confident first."""
+    one_world, world_params = ("AND b.world_id=?", [world_id]) if world_id is not None else ("", [])
+    return [belief_from_row(r) for r in await db.fetchall(
+        f"SELECT {_B_COLUMNS} FROM beliefs b "
+        f"JOIN worlds w ON w.id = b.world_id WHERE b.scope=? AND {in_recall('b.')} AND {sees} {one_world} "
+        "ORDER BY b.confidence DESC, b.id", (scope, *seen, *world_params))]
+
+
+async def seen_by_id(db: Database, scope: str, belief_id: int, sees: str, seen: Sequence[str]) -> Belief | None:
+    """The scope's belief ``belief_id`` (retired or superseded too) if its world's audience meets
+    ``sees`` (with its values ``seen``); None otherwise."""
+    row = await db.fetchone(
+        f"SELECT {_B_COLUMNS} FROM beliefs b "
+        f"JOIN worlds w ON w.id = b.world_id WHERE b.scope=? AND b.id=? AND {sees}",
+        (scope, belief_id, *seen))
+    return belief_from_row(row) if row is not None else None
+
+
+async def of_scope(db: Database, scope: str) -> list[Belief]:
+    """Every belief of the scope, superseded and retired ones too, in order."""
+    return [belief_from_row(r) for r in
+            await db.fetchall(f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE scope=? ORDER BY id", (scope,))]
+
+
+async def by_ids(db: Database, scope: str, ids: Sequence[int]) -> list[Belief]:
+    """The scope's beliefs among ``ids`` (sorted) that memory still holds."""
+    found: list[Belief] = []
+    for i in range(0, len(ids), 500):
+        part = ids[i:i + 500]
+        found += [belief_from_row(r) for r in await db.fetchall(
+            f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE scope=? AND id IN ({','.join('?' * len(part))})",
+            (scope, *part))]
+    return found
+
+
+async def strongest(db: Database, world_id: str, n: int) -> list[Any]:
+    """(subject, predicate, object) of the world's ``n`` most confident current beliefs."""
+    return await db.fetchall(
+        f"SELECT subject, predicate, object FROM beliefs WHERE world_id=? AND {in_recall()} "
+        "ORDER BY confidence DESC, id LIMIT ?", (world_id, n))
+
+
+async def candidates(db: Database, scope: str, ids: Sequence[int], sees: str, seen: Sequence[str]) -> list[Any]:
+    """The rows (``BELIEF_COLUMNS`` and the embedding) of the scope's current beliefs among ``ids`` in
+    worlds whose audience meets ``sees`` (with its values ``seen``): recall's candidates."""
+    # CROSS JOIN keeps SQLite on the belief rows first (by id); "(b.scope || '')" stops it from walking
+    # the whole scope's index instead. Both are plain SQL to PostgreSQL, whose planner takes neither as
+    # a hint (it rejects SQLite's "CROSS JOIN .. ON" and "+text", hence these forms).
+    return await db.fetchall(
+        f"SELECT {_B_COLUMNS}, b.embedding FROM beliefs b CROSS JOIN worlds w WHERE w.id = b.world_id "
+        f"AND b.id IN ({','.join('?' * len(ids))}) AND (b.scope || '')=? AND {in_recall('b.')} AND {sees}",
+        (*ids, scope, *seen))
+
+
+async def of_world(db: Database, scope: str, world_id: str) -> list[Belief]:
+    """The beliefs of a world of the scope, superseded ones too but not retired ones, newest first."""
+    rows = await db.fetchall(
+        f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE world_id=? AND scope=? AND retired_at IS NULL "
+        "ORDER BY learned_at DESC, id DESC", (world_id, scope))
+    return [belief_from_row(r) for r in rows]

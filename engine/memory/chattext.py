@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo
 from dateutil.relativedelta import relativedelta
 
 from engine.db import Database
-from engine.memory import terms
+from engine.memory import beliefs as belief_store, records, terms
 from engine.memory.models import parse_ts
 from engine.offload import run_cpu
 
@@ -309,12 +309,6 @@ def searchable_text(text: str, ts: datetime, attachments: Iterable[str] = (), zo
     return "\n".join(x for x in _parts(text, ts, attachments, zone, lang) if x)
 
 
-def belief_terms(subject: str, predicate: str, obj: str) -> str:
-    """A belief's tokens: its three parts, stemmed in their language."""
-    text = f"{subject} {predicate} {obj}"
-    return " ".join(terms.index_terms(text, terms.detect_language(text)))
-
-
 async def fit_stored(db: Database, zone: str = "UTC") -> int:
     """Compute the search text and tokens of the messages (and beliefs) stored before this
     version indexed them (listed in memory_messages_unfitted and beliefs_unfitted), a chunk per
@@ -333,8 +327,7 @@ async def fit_stored(db: Database, zone: str = "UTC") -> int:
                                         for r in stored])  # noqa: B023 (awaited within this iteration)
         ids = [r["id"] for r in rows]
         async with db.transaction() as conn:
-            await conn.executemany("UPDATE memory_messages SET search_text=?, search_terms=? WHERE id=?",
-                                   [(f.text, f.terms, r["id"]) for f, r in zip(fitted, stored)])
+            await records.set_search_texts(conn, [(f.text, f.terms, r["id"]) for f, r in zip(fitted, stored)])
             await conn.execute(f"DELETE FROM memory_messages_unfitted WHERE id IN ({','.join('?' * len(ids))})", ids)
         seen += len(rows)
     while True:
@@ -344,11 +337,10 @@ async def fit_stored(db: Database, zone: str = "UTC") -> int:
         if not rows:
             return seen
         stored = [r for r in rows if r["subject"] is not None]
-        terms = await run_cpu(lambda: [belief_terms(r["subject"], r["predicate"], r["object"])
+        terms = await run_cpu(lambda: [belief_store.belief_terms(r["subject"], r["predicate"], r["object"])
                                        for r in stored])  # noqa: B023 (awaited within this iteration)
         ids = [r["id"] for r in rows]
         async with db.transaction() as conn:
-            await conn.executemany("UPDATE beliefs SET search_terms=? WHERE id=?",
-                                   [(t, r["id"]) for t, r in zip(terms, stored)])
+            await belief_store.set_search_terms(conn, [(t, r["id"]) for t, r in zip(terms, stored)])
             await conn.execute(f"DELETE FROM beliefs_unfitted WHERE id IN ({','.join('?' * len(ids))})", ids)
         seen += len(rows)

@@ -14,7 +14,6 @@ scope cache, the others leave that to their callers (engine.memory.storage).
 """
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from typing import Sequence
 
@@ -22,8 +21,7 @@ import aiosqlite
 import numpy as np
 
 from engine.db import Database
-from engine.memory import records
-from engine.memory.beliefs import fold_duplicates, in_recall
+from engine.memory import beliefs as belief_store, records
 from engine.memory.index import CentroidIndex
 from engine.memory.models import Forgotten, WorldState, iso, to_blob, utcnow
 from engine.memory.router import centred, normalise
@@ -63,8 +61,8 @@ async def merge_worlds(db: Database, scope: str, keep: WorldState, gone: WorldSt
     async with db.transaction() as conn:
         old = await records.world_dates(conn, gone.id)
         await records.move_world_messages(conn, gone.id, keep.id)
-        await conn.execute("UPDATE beliefs SET world_id=? WHERE world_id=?", (keep.id, gone.id))
-        await fold_duplicates(conn, keep.id)
+        await belief_store.move_world(conn, gone.id, keep.id)
+        await belief_store.fold_duplicates(conn, keep.id)
         await records.absorb(conn, keep.id, to_blob(centroid), keep.access_count + gone.access_count,
                              old["created_at"], old["last_active"])
         await records.insert_merge(conn, scope, keep.audience, keep.id, gone.id, old["topic"], similarity,
@@ -113,7 +111,7 @@ async def archive_quiet(db: Database, scope: str, now: datetime, ttl_days: float
     retired, and no message since ``ttl_days`` before ``now``; returns their (scope, id). Their
     messages and beliefs stay."""
     cutoff = iso(now - timedelta(days=ttl_days))
-    return await records.archive_worlds(db, scope, iso(now), in_use(), cutoff, in_recall("b."))
+    return await records.archive_worlds(db, scope, iso(now), in_use(), cutoff, belief_store.in_recall("b."))
 
 
 async def forget_messages(conn: aiosqlite.Connection, scope: str, where: str | None, args: tuple,
@@ -132,20 +130,16 @@ async def forget_messages(conn: aiosqlite.Connection, scope: str, where: str | N
     touched = {r["world_id"] for r in rows if r["world_id"] is not None}   # a pending message has no world
     removed_beliefs: set[int] = set()
     if gone or named:
-        async with conn.execute("SELECT id, world_id, sources FROM beliefs WHERE scope=?", (scope,)) as cur:
-            found = await cur.fetchall()
-        for b in found:
-            sources = json.loads(b["sources"])
-            if b["id"] not in named and not any(s in gone for s in sources):
+        for belief_id, world_id, sources in await belief_store.sourced(conn, scope):
+            if belief_id not in named and not any(s in gone for s in sources):
                 continue
-            kept = [] if b["id"] in named else [s for s in sources if s not in gone]
-            touched.add(b["world_id"])
+            kept = [] if belief_id in named else [s for s in sources if s not in gone]
+            touched.add(world_id)
             if kept:
-                await conn.execute("UPDATE beliefs SET sources=? WHERE id=?", (json.dumps(kept), b["id"]))
+                await belief_store.set_sources(conn, belief_id, kept)
             else:
-                await conn.execute("UPDATE beliefs SET superseded_by=NULL WHERE superseded_by=?", (b["id"],))
-                await conn.execute("DELETE FROM beliefs WHERE id=?", (b["id"],))
-                removed_beliefs.add(b["id"])
+                await belief_store.delete(conn, belief_id)
+                removed_beliefs.add(belief_id)
         if gone and where is not None:   # gone is empty where there is no condition
             await records.delete_matching(conn, scope, where, args)
     return Forgotten(scope, frozenset(gone), frozenset(removed_beliefs)), touched
@@ -157,8 +151,7 @@ async def centroid_of(conn: aiosqlite.Connection, world_id: str) -> tuple[np.nda
     rows = await records.embeddings_of(conn, world_id)
     count = len(rows)
     if not rows:
-        async with conn.execute("SELECT embedding FROM beliefs WHERE world_id=?", (world_id,)) as cur:
-            rows = list(await cur.fetchall())
+        rows = await belief_store.embeddings_of(conn, world_id)
     if not rows:
         return None
     matrix = np.frombuffer(b"".join(r["embedding"] for r in rows), dtype=np.float32).reshape(len(rows), -1)

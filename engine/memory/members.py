@@ -29,9 +29,9 @@ from typing import Iterable
 
 from engine.db import Database
 from engine.i18n import _
-from engine.memory import records
+from engine.memory import beliefs as belief_store, records
 from engine.memory.audience import Viewer, message_audience
-from engine.memory.beliefs import BELIEF_COLUMNS, belief_from_row, in_recall, norm
+from engine.memory.beliefs import norm
 from engine.memory.models import Belief, MemoryMessage, WorldInfo, iso, parse_ts, utcnow
 from engine.memory.retrieval import world_infos
 from engine.words import plural
@@ -180,10 +180,7 @@ async def about(db: Database, viewer: Viewer, author_id: str, author_name: str) 
     out.worlds = [(infos[w], counts[w]) for w in busiest if w in infos]
     ids = {r["id"] for r in mine}
     belief_sees, seen = viewer.where("w.audience")
-    current = [belief_from_row(r) for r in await db.fetchall(
-        f"SELECT {', '.join('b.' + c.strip() for c in BELIEF_COLUMNS.split(','))} FROM beliefs b "
-        f"JOIN worlds w ON w.id = b.world_id WHERE b.scope=? AND {in_recall('b.')} AND {belief_sees} "
-        "ORDER BY b.confidence DESC, b.id", (viewer.scope, *seen))]
+    current = await belief_store.seen_current(db, viewer.scope, belief_sees, seen)
     resting = [b for b in current if ids.intersection(b.sources)]
     naming = [b for b in current if names_them(b, author_name)]
     out.resting, out.resting_total = resting[:LISTED], len(resting)
@@ -205,8 +202,7 @@ async def export_member(db: Database, scope: str, author_id: str = "", author_na
             or (key and not r["author_id"] and name_key(r["author"]) == key)]
     ids = {r["id"] for r in mine}
     beliefs = []
-    for r in await db.fetchall(f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE scope=? ORDER BY id", (scope,)):
-        b = belief_from_row(r)
+    for b in await belief_store.of_scope(db, scope):
         theirs = sorted(ids.intersection(b.sources))
         if theirs:
             beliefs.append({"id": b.id, "subject": b.subject, "predicate": b.predicate, "object": b.object,
@@ -296,13 +292,9 @@ async def find_belief(db: Database, viewer: Viewer, belief_id: int) -> tuple[Bel
     """A belief the viewer's audience reads (retired or superseded ones too), with the author ids of
     the messages it rests on ('' for a message without one); None when there is none such."""
     sees, seen = viewer.where("w.audience")
-    row = await db.fetchone(
-        f"SELECT {', '.join('b.' + c.strip() for c in BELIEF_COLUMNS.split(','))} FROM beliefs b "
-        f"JOIN worlds w ON w.id = b.world_id WHERE b.scope=? AND b.id=? AND {sees}",
-        (viewer.scope, belief_id, *seen))
-    if row is None:
+    belief = await belief_store.seen_by_id(db, viewer.scope, belief_id, sees, seen)
+    if belief is None:
         return None
-    belief = belief_from_row(row)
     return belief, await authors_of(db, viewer.scope, belief.sources)
 
 

@@ -135,6 +135,11 @@ async def insert_routed(conn: aiosqlite.Connection, rows: Iterable[tuple]) -> No
         " embedding, search_text, search_terms) VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
 
 
+async def set_search_texts(conn: aiosqlite.Connection, rows: Iterable[tuple[str, str, int]]) -> None:
+    """Messages refitted (engine.memory.chattext.fit_stored): (search_text, search_terms, id)."""
+    await conn.executemany("UPDATE memory_messages SET search_text=?, search_terms=? WHERE id=?", rows)
+
+
 async def channel_outside(db: Database, scope: str, channel: str, audience: str) -> list[Any]:
     """The channel's routed messages that lie in worlds of another audience than ``audience``, in
     order, with their embeddings."""
@@ -437,6 +442,88 @@ async def seen_or_own(db: Database, scope: str, sees: str, seen: Sequence[str], 
     if platform_id:
         return await db.fetchall(f"{base} AND m.message_id=? ORDER BY m.id", (scope, *seen, asker_id, platform_id))
     return []
+
+
+# The rows recall loads (engine.memory.retrieval). A pending message (stored, not yet routed:
+# engine.memory.pending) has no world: its world id and topic read '' and it is read under its own
+# audience (audience.message_audience). LEFT JOIN keeps SQLite on the message rows first (by id, or by
+# channel); "(m.scope || '')" stops it from walking the whole scope's index instead. Both are plain SQL
+# to PostgreSQL, whose planner takes neither as a hint.
+_RECALLED = ("SELECT m.id, coalesce(m.world_id, '') AS world_id, m.channel, m.message_id, m.author, m.text, "
+             "m.ts, m.embedding, coalesce(w.topic, '') AS topic "
+             "FROM memory_messages m LEFT JOIN worlds w ON w.id = m.world_id WHERE 1=1")
+
+
+async def recalled(db: Database, scope: str, ids: Sequence[int], sees: str, seen: Sequence[str]) -> list[Any]:
+    """The scope's messages among ``ids`` that meet ``sees`` (a condition on the message's audience
+    with its values ``seen``: audience.Viewer.where), each with its embedding and world topic."""
+    return await db.fetchall(f"{_RECALLED} AND m.id IN ({','.join('?' * len(ids))}) AND (m.scope || '')=? "
+                             f"AND {sees}", (*ids, scope, *seen))
+
+
+async def newest_recalled(db: Database, scope: str, world_id: str, sees: str, seen: Sequence[str],
+                          n: int) -> list[Any]:
+    """The world's ``n`` newest messages that meet ``sees`` (as ``recalled``), newest first."""
+    return await db.fetchall(f"{_RECALLED} AND m.world_id=? AND m.scope=? AND {sees} ORDER BY m.id DESC "
+                             "LIMIT ?", (world_id, scope, *seen, n))
+
+
+async def adjacent_ids(db: Database, scope: str,
+                       turns: Sequence[tuple[str, int]]) -> list[tuple[int | None, int | None]]:
+    """For each (channel, row id) of ``turns``, in order: the ids of the channel's next message after
+    it and of the one before it (None where there is none); one statement for all."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for n, (channel, row_id) in enumerate(turns):
+        for op, order in ((">", "ASC"), ("<", "DESC")):
+            parts.append("SELECT CAST(? AS INTEGER) AS pos, (SELECT id FROM memory_messages"
+                         f" WHERE scope=? AND channel=? AND id {op} ? ORDER BY id {order} LIMIT 1) AS id")
+            params += [n, scope, channel, row_id]
+    found = await db.fetchall(" UNION ALL ".join(parts), params)
+    ids = [r["id"] for r in sorted(found, key=lambda r: r["pos"])]
+    return list(zip(ids[::2], ids[1::2]))
+
+
+async def worlds_seen(db: Database, scope: str, sees: str, seen: Sequence[str], in_recall: str,
+                      in_use: str | None = None, world_ids: Sequence[str] | None = None) -> list[Any]:
+    """The scope's worlds whose audience meets ``sees`` (a condition on ``w.audience`` with its values
+    ``seen``), only those meeting ``in_use`` (a condition on ``w.``: scope_cache.in_use) when given,
+    only ``world_ids`` when given; most recently active first, each with how many messages it holds
+    (``evidence``) and how many beliefs meet ``in_recall`` (a condition on ``b.``: beliefs.in_recall)
+    and their average confidence (``beliefs``, ``conf``)."""
+    where, params = f"w.scope=? AND {sees}", [scope, *seen]
+    if in_use is not None:
+        where += f" AND {in_use}"
+    if world_ids is not None:
+        where += f" AND w.id IN ({','.join('?' * len(world_ids))})"
+        params += world_ids
+    return await db.fetchall(
+        "SELECT w.id, w.scope, w.audience, w.topic, w.access_count, w.created_at, w.last_active, w.archived_at, "
+        "(SELECT count(*) FROM memory_messages m WHERE m.world_id=w.id) AS evidence, "
+        f"(SELECT count(*) FROM beliefs b WHERE b.world_id=w.id AND {in_recall}) AS beliefs, "
+        f"(SELECT avg(confidence) FROM beliefs b WHERE b.world_id=w.id AND {in_recall}) AS conf "
+        f"FROM worlds w WHERE {where} ORDER BY w.last_active DESC, w.id", params)
+
+
+async def world_named(db: Database, scope: str, wanted: str, sees: str, seen: Sequence[str], in_use: str) -> str | None:
+    """The id of the scope's world meeting ``sees`` (a condition on ``audience`` with its values
+    ``seen``) and ``in_use`` (scope_cache.in_use) whose id is ``wanted`` (lower-cased), else whose id
+    starts with it (three characters or more), else whose topic is it, else whose topic holds it; the
+    most accessed first. None when none is."""
+    like = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    for sql, param in (("id=?", wanted),
+                       ("id LIKE ? ESCAPE '\\'", like + "%" if len(wanted) >= 3 else None),
+                       ("lower(topic)=?", wanted),
+                       ("lower(topic) LIKE ? ESCAPE '\\'", f"%{like}%")):
+        if param is None:
+            continue
+        found = await db.fetchval(
+            f"SELECT id FROM worlds WHERE scope=? AND {sees} AND {in_use} AND {sql} "
+            "ORDER BY access_count DESC, id LIMIT 1",
+            (scope, *seen, param))
+        if found:
+            return found
+    return None
 
 
 async def name_worlds(conn: aiosqlite.Connection, rows: Iterable[tuple]) -> None:

@@ -20,9 +20,10 @@ embedded as a query, the messages as passages; the floor is the embedding model'
 of different models are not comparable); otherwise memory holds nothing about it
 (RecallResult.found is False) and ``ask`` makes no LLM call.
 
-Privacy: every SQL statement here filters by the viewer (``viewer.where``), and the vector
-index is searched only in the audiences the viewer sees; rows it returns are loaded again
-through that filter.
+Privacy: every read here filters by the viewer (``viewer.where``, handed to the statements of
+the tables' owners, engine.memory.records and engine.memory.beliefs), and the vector index is
+searched only in the audiences the viewer sees; rows it returns are loaded again through that
+filter.
 """
 from __future__ import annotations
 
@@ -35,8 +36,8 @@ from zoneinfo import ZoneInfo
 import numpy as np
 
 from engine.db import Database
+from engine.memory import beliefs as belief_store, records
 from engine.memory.audience import Viewer, message_audience
-from engine.memory.beliefs import BELIEF_COLUMNS, belief_from_row, in_recall
 from engine.memory.index import CentroidIndex
 from engine.memory.keyword_sql import keyword_beliefs, keyword_messages
 from engine.memory.message_index import MessageIndex
@@ -77,10 +78,6 @@ def fused(cosine: float, bm25: float, best_bm25: float, tuning: "Tuning") -> flo
     return tuning.vector_weight * cosine + tuning.keyword_weight * (bm25 / best_bm25 if best_bm25 > 0 else 0.0)
 
 
-def _in(values) -> str:
-    return ",".join("?" * len(values))
-
-
 # -- candidates --------------------------------------------------------------------------
 
 async def nearest_worlds(indexes: dict[str, CentroidIndex], viewer: Viewer, query: np.ndarray,
@@ -88,17 +85,6 @@ async def nearest_worlds(indexes: dict[str, CentroidIndex], viewer: Viewer, quer
     """The ``n`` world centroids nearest the query among the audiences the viewer sees."""
     hits = [hit for audience, index in indexes.items() if viewer.sees(audience) for hit in index.search(query, n)]
     return sorted(hits, key=lambda h: -h[1])[:n]
-
-
-# CROSS JOIN (and LEFT JOIN) keeps SQLite on the message rows first (by id, or by channel); "(m.scope || '')"
-# stops it from walking the whole scope's index instead. Both are plain SQL to PostgreSQL, whose planner
-# takes neither as a hint (it rejects SQLite's "CROSS JOIN .. ON" and "+text", hence these forms).
-_BELIEF_SELECT = ", ".join(f"b.{c.strip()}" for c in BELIEF_COLUMNS.split(","))
-# A pending message (stored, not yet routed: engine.memory.pending) has no world: its world id and
-# topic read '' and it is read under its own audience (audience.message_audience).
-_MESSAGE_SELECT = ("SELECT m.id, coalesce(m.world_id, '') AS world_id, m.channel, m.message_id, m.author, m.text, "
-                   "m.ts, m.embedding, coalesce(w.topic, '') AS topic "
-                   "FROM memory_messages m LEFT JOIN worlds w ON w.id = m.world_id WHERE 1=1")
 
 
 def evidence_from_row(row, score: float = 0.0, neighbour_of: int | None = None) -> Evidence:
@@ -113,9 +99,7 @@ async def load_messages(db: Database, viewer: Viewer, ids: list[int]) -> dict[in
     if not ids:
         return {}
     sees, seen = viewer.where(message_audience())
-    rows = await db.fetchall(f"{_MESSAGE_SELECT} AND m.id IN ({_in(ids)}) AND (m.scope || '')=? AND {sees}",
-                             (*ids, viewer.scope, *seen))
-    return {r["id"]: r for r in rows}
+    return {r["id"]: r for r in await records.recalled(db, viewer.scope, ids, sees, seen)}
 
 
 # -- neighbour turns ---------------------------------------------------------------------
@@ -129,16 +113,9 @@ async def adjacent_turns(db: Database, viewer: Viewer, hits: list) -> dict[int, 
     none the viewer may read; two statements for all hits."""
     if not hits:
         return {}
-    parts, params = [], []
-    for n, hit in enumerate(hits):
-        for op, order in ((">", "ASC"), ("<", "DESC")):
-            parts.append("SELECT CAST(? AS INTEGER) AS pos, (SELECT id FROM memory_messages"
-                         f" WHERE scope=? AND channel=? AND id {op} ? ORDER BY id {order} LIMIT 1) AS id")
-            params += [n, viewer.scope, hit["channel"], hit["id"]]
-    found = await db.fetchall(" UNION ALL ".join(parts), params)
-    ids = [r["id"] for r in sorted(found, key=lambda r: r["pos"])]   # pairs (after, before), in hit order
-    rows = await load_messages(db, viewer, [i for i in ids if i is not None])
-    return {hit["id"]: (rows.get(ids[2 * n]), rows.get(ids[2 * n + 1])) for n, hit in enumerate(hits)}
+    pairs = await records.adjacent_ids(db, viewer.scope, [(hit["channel"], hit["id"]) for hit in hits])
+    rows = await load_messages(db, viewer, [i for pair in pairs for i in pair if i is not None])
+    return {hit["id"]: tuple(None if i is None else rows.get(i) for i in pair) for hit, pair in zip(hits, pairs)}
 
 
 def completes(hit, turn, after: bool, window_s: float) -> bool:
@@ -172,11 +149,7 @@ async def load_beliefs(db: Database, viewer: Viewer, ids: list[int]) -> dict[int
     if not ids:
         return {}
     sees, seen = viewer.where("w.audience")
-    rows = await db.fetchall(
-        f"SELECT {_BELIEF_SELECT}, b.embedding FROM beliefs b CROSS JOIN worlds w WHERE w.id = b.world_id "
-        f"AND b.id IN ({_in(ids)}) AND (b.scope || '')=? AND {in_recall('b.')} AND {sees}",
-        (*ids, viewer.scope, *seen))
-    return {r["id"]: r for r in rows}
+    return {r["id"]: r for r in await belief_store.candidates(db, viewer.scope, ids, sees, seen)}
 
 
 async def rank_beliefs(db: Database, index: MessageIndex, viewer: Viewer, query: np.ndarray,
@@ -189,7 +162,7 @@ async def rank_beliefs(db: Database, index: MessageIndex, viewer: Viewer, query:
     scores = {i: fused(cosines[i], words.get(i, 0.0), max(words.values(), default=1.0), tuning) for i in rows}
     found = []
     for i in sorted(scores, key=lambda i: -scores[i])[:k]:
-        belief = belief_from_row(rows[i])
+        belief = belief_store.belief_from_row(rows[i])
         belief.score = scores[i]
         found.append(belief)
     return found, max(cosines.values(), default=0.0)
@@ -263,21 +236,11 @@ async def world_infos(db: Database, viewer: Viewer, world_ids: list[str] | None 
                       archived: bool = False) -> list[WorldInfo]:
     """The worlds in use the viewer sees (only ``world_ids`` when given; ``archived``: archived
     ones too), most recently active first."""
-    sees, params = viewer.where("w.audience")
-    where, params = f"w.scope=? AND {sees}", [viewer.scope, *params]
-    if not archived:
-        where += f" AND {in_use('w.')}"
-    if world_ids is not None:
-        if not world_ids:
-            return []
-        where += f" AND w.id IN ({_in(world_ids)})"
-        params += world_ids
-    rows = await db.fetchall(
-        "SELECT w.id, w.scope, w.audience, w.topic, w.access_count, w.created_at, w.last_active, w.archived_at, "
-        "(SELECT count(*) FROM memory_messages m WHERE m.world_id=w.id) AS evidence, "
-        f"(SELECT count(*) FROM beliefs b WHERE b.world_id=w.id AND {in_recall('b.')}) AS beliefs, "
-        f"(SELECT avg(confidence) FROM beliefs b WHERE b.world_id=w.id AND {in_recall('b.')}) AS conf "
-        f"FROM worlds w WHERE {where} ORDER BY w.last_active DESC, w.id", params)
+    if world_ids is not None and not world_ids:
+        return []
+    sees, seen = viewer.where("w.audience")
+    rows = await records.worlds_seen(db, viewer.scope, sees, seen, belief_store.in_recall("b."),
+                                     None if archived else in_use("w."), world_ids)
     return [WorldInfo(r["id"], r["scope"], r["topic"], maturity(r["conf"] or 0.0, r["beliefs"]),
                       r["access_count"], r["beliefs"], r["evidence"], parse_ts(r["created_at"]),
                       parse_ts(r["last_active"]), r["audience"],
@@ -290,35 +253,21 @@ async def find_world(db: Database, viewer: Viewer, name_or_id: str) -> WorldInfo
     wanted = cap(name_or_id).strip().lower()
     if not wanted:
         return None
-    like = wanted.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    for sql, param in (("id=?", wanted),
-                       ("id LIKE ? ESCAPE '\\'", like + "%" if len(wanted) >= 3 else None),
-                       ("lower(topic)=?", wanted),
-                       ("lower(topic) LIKE ? ESCAPE '\\'", f"%{like}%")):
-        if param is None:
-            continue
-        found = await db.fetchval(
-            f"SELECT id FROM worlds WHERE scope=? AND {sees} AND {in_use()} AND {sql} "
-            "ORDER BY access_count DESC, id LIMIT 1",
-            (viewer.scope, *seen, param))
-        if found:
-            infos = await world_infos(db, viewer, [found])
-            return infos[0] if infos else None
-    return None
+    found = await records.world_named(db, viewer.scope, wanted, sees, seen, in_use())
+    if found is None:
+        return None
+    infos = await world_infos(db, viewer, [found])
+    return infos[0] if infos else None
 
 
 async def world_beliefs(db: Database, viewer: Viewer, world_id: str) -> list[Belief]:
     """The beliefs of a world, superseded ones too but not retired ones, newest first."""
-    rows = await db.fetchall(
-        f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE world_id=? AND scope=? AND retired_at IS NULL "
-        "ORDER BY learned_at DESC, id DESC", (world_id, viewer.scope))
-    return [belief_from_row(r) for r in rows]
+    return await belief_store.of_world(db, viewer.scope, world_id)
 
 
 async def recent_messages(db: Database, viewer: Viewer, world_id: str, n: int = RECENT_MESSAGES) -> list[Evidence]:
     """A world's newest messages, newest first (what /world shows before beliefs exist)."""
     sees, seen = viewer.where(message_audience())
-    rows = await db.fetchall(f"{_MESSAGE_SELECT} AND m.world_id=? AND m.scope=? AND {sees} ORDER BY m.id DESC "
-                             "LIMIT ?", (world_id, viewer.scope, *seen, n))
+    rows = await records.newest_recalled(db, viewer.scope, world_id, sees, seen, n)
     return [evidence_from_row(r) for r in rows]
 

@@ -22,9 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from engine.db import Database
-from engine.memory import records
+from engine.memory import beliefs as belief_store, records
 from engine.memory.audience import Viewer
-from engine.memory.beliefs import BELIEF_COLUMNS, belief_from_row, in_recall
 from engine.memory.members import name_key, opted_out
 from engine.memory.models import iso, parse_ts
 
@@ -95,12 +94,7 @@ async def take(db: Database, viewer: Viewer, *, world_id: str | None = None, cha
             out.messages.append(SnapMessage(r["id"], r["author_id"], r["author"], r["channel"], r["text"],
                                             parse_ts(r["ts"])))
     bsees, bseen = viewer.where("w.audience")
-    belief_where, belief_params = ("AND b.world_id=?", [world_id]) if world_id is not None else ("", [])
-    rows = await db.fetchall(
-        f"SELECT {', '.join('b.' + c.strip() for c in BELIEF_COLUMNS.split(','))} FROM beliefs b "
-        f"JOIN worlds w ON w.id = b.world_id WHERE b.scope=? AND {in_recall('b.')} AND {bsees} {belief_where} "
-        "ORDER BY b.confidence DESC, b.id", (viewer.scope, *bseen, *belief_params))
-    beliefs = [belief_from_row(r) for r in rows]
+    beliefs = await belief_store.seen_current(db, viewer.scope, bsees, bseen, world_id)
     if channel is not None:   # the channel's: those resting on a message taken
         taken = {m.id for m in out.messages}
         beliefs = [b for b in beliefs if taken.intersection(b.sources)]
@@ -128,15 +122,10 @@ async def still_held(db: Database, scope: str, messages: dict[int, datetime],
         if parse_ts(r["ts"]) == messages[r["id"]] and not optouts.out(r["author_id"], r["author"]):
             kept_messages.add(r["id"])
     kept_beliefs: set[int] = set()
-    ids = sorted(beliefs)
-    for i in range(0, len(ids), 500):
-        part = ids[i:i + 500]
-        for r in await db.fetchall(f"SELECT {BELIEF_COLUMNS} FROM beliefs WHERE scope=? AND id IN "
-                                   f"({','.join('?' * len(part))})", (scope, *part)):
-            belief = belief_from_row(r)
-            authors = await _authors(db, scope, set(belief.sources))
-            statement, sources = beliefs[belief.id]
-            if (" ".join(belief.text().split()) == statement and set(sources) <= set(belief.sources)
-                    and not any(optouts.out(*who) for who in authors.values())):
-                kept_beliefs.add(belief.id)
+    for belief in await belief_store.by_ids(db, scope, sorted(beliefs)):
+        authors = await _authors(db, scope, set(belief.sources))
+        statement, sources = beliefs[belief.id]
+        if (" ".join(belief.text().split()) == statement and set(sources) <= set(belief.sources)
+                and not any(optouts.out(*who) for who in authors.values())):
+            kept_beliefs.add(belief.id)
     return kept_messages, kept_beliefs

@@ -39,8 +39,7 @@ from engine import language
 from engine.config import MemorySection
 from engine.db import Database
 from engine.llm.content_checks import ContentChecks
-from engine.memory import languages, records, terms
-from engine.memory.beliefs import in_recall
+from engine.memory import beliefs as belief_store, languages, records, terms
 from engine.memory.models import WorldState
 from engine.memory.scope_cache import ScopeState
 from engine.memory.textutil import STOP_WORDS, stop_words
@@ -215,9 +214,8 @@ async def name_worlds(db: Database, llm: Any, cfg: MemorySection, scope: str, st
         docs.update(group_docs)
     if llm is not None:
         for wid in sorted(targets, key=lambda w: -state.worlds[w].evidence)[:TOPIC_LLM_PER_PASS]:
-            facts = [f"{r['subject']} {r['predicate']} {r['object']}" for r in await db.fetchall(
-                f"SELECT subject, predicate, object FROM beliefs WHERE world_id=? AND {in_recall()} "
-                "ORDER BY confidence DESC, id LIMIT 10", (wid,))]
+            facts = [f"{r['subject']} {r['predicate']} {r['object']}"
+                     for r in await belief_store.strongest(db, wid, 10)]
             samples = docs.get(wid, [])
             lang = await run_cpu(languages.of_texts, samples)
             try:
