@@ -18,9 +18,9 @@ slash commands; Telegram's command messages).
 
 Two simulations are started by the bot's owner (4 agents, 3 rounds; with both platforms, one on
 each) and the first is forked from round 1; a job left interrupted or failed is resumed with
-``/resume``, as its owner would. The owner asks for a simulation or the fork only while the bot is
-connected, and asks again when a minute passed with no answer and none made (an interaction sent
-to an app that is offline fails on Discord: nothing would ever answer it).
+``/resume``, as its owner would. The owner asks for a simulation, the fork or a resume only while
+the bot is connected, and asks again when a minute passed with no answer and none made (an
+interaction sent to an app that is offline fails on Discord: nothing would ever answer it).
 
 Faults on a schedule (fractions of the run): the bot process is killed with SIGKILL every
 ``--kill-every`` minutes (15; a run shorter than two intervals kills once, at 70% of its length)
@@ -119,7 +119,7 @@ DROP_S = 20.0  # how long a connection drop counts as a fault window (Telegram: 
 # after a kill -9 on Telegram the bot polls again only once it handled the updates the dead one
 # had stored but not finished (bot/adapters/telegram_inbox.py): minutes, with a backlog
 RESTART_WAIT_S = 900.0
-PATIENCE_S = 60.0   # the owner asks again for a simulation or fork after this long with no answer and none made
+PATIENCE_S = 60.0   # the owner asks again for a simulation, fork or resume after this long with no answer
 SIM_REQUIREMENT = "What happens in the port next week?"
 # which option each positional word of a command is (Discord sends options, Telegram the words)
 POSITIONAL = {"recall": ["query"], "ask": ["question"], "digest": ["action"], "resume": ["job"],
@@ -495,7 +495,7 @@ class Soak:
         self.forks: list[tuple[float, str]] = []  # (sent at, token) of each /sim fork asked
         self.child_killed = ""
         self.soak_errors: list[str] = []
-        self.asked: dict[str, str] = {}   # job id -> token of the last /resume sent for it
+        self.asked: dict[str, tuple[float, str]] = {}   # job id -> (sent at, token) of the last /resume sent for it
         self.channels = [(side, c) for side in self.sides for c in side.channels]
 
     def side(self, name: str):
@@ -748,13 +748,15 @@ class Soak:
                 if len(asks) < 3 and self.unanswered(side, asks) and side.listening(channel) and not any(
                         j["scope"] == side.scope(channel) and j["channel"] == channel for j in jobs):
                     asks.append(await self.simulate(side, channel))
-            for job in jobs:   # one /resume at a time per job, once the last one was answered
+            for job in jobs:   # one /resume at a time per job, once the last one was answered or went unanswered
                 side = self.side_of_scope(job["scope"])
                 last = self.asked.get(job["id"])
                 if job["state"] in ("interrupted", "failed") and self.resumes[job["id"]] < 5 \
-                        and side.listening(job["channel"]) and (last is None or last in side.answered):
+                        and side.listening(job["channel"]) and (
+                            last is None or last[1] in side.answered or self.unanswered(side, [last])):
                     self.resumes[job["id"]] += 1
-                    self.asked[job["id"]] = await self.command(side, "resume", [job["id"]], job["channel"], "owner")
+                    self.asked[job["id"]] = (self.now(), await self.command(side, "resume", [job["id"]],
+                                                                            job["channel"], "owner"))
             if jobs:
                 await self.fork(jobs[0], runs)
 
