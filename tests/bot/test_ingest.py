@@ -280,8 +280,7 @@ async def test_a_message_that_arrives_while_postgresql_restarts_is_remembered_on
     app = await make_app(tmp_path, await restartable_pg.fresh_database())
     await app.start()
     try:
-        restarting = asyncio.create_task(asyncio.to_thread(restartable_pg.restart, 3.0))
-        await until(lambda: restartable_pg.rss() == 0, 30, "the server down")
+        restarting = await restartable_pg.going_down(3.0)
         await app.dispatch(Incoming("console", "console:local", "console", "me", "me",
                                     "the night ferry leaves at ten", message_id="m1"), RecordingReply())
         await restarting
@@ -300,8 +299,7 @@ async def test_telegram_polling_rides_out_a_postgresql_restart(tmp_path, monkeyp
         for text in texts[:4]:
             server.push_message(-320, text)
         await until(lambda: len(server.confirmed) >= 4, 30, "the first messages to be confirmed")
-        restarting = asyncio.create_task(asyncio.to_thread(restartable_pg.restart, 4.0))
-        await until(lambda: restartable_pg.rss() == 0, 30, "the server down")
+        restarting = await restartable_pg.going_down(4.0)
         for text in texts[4:8]:   # fetched while the database is away
             server.push_message(-320, text)
         await restarting

@@ -187,8 +187,7 @@ async def test_a_job_writing_progress_rides_out_a_postgresql_restart(restartable
     runner = JobRunner(db)
     try:
         job, go_on = await start_progress_writer(runner)
-        restarting = asyncio.create_task(asyncio.to_thread(restartable_pg.restart, 4.0))
-        await until(lambda: restartable_pg.rss() == 0, 30, "the server down")
+        restarting = await restartable_pg.going_down(4.0)
         await restarting
         assert job.id in runner._tasks, "the job ended during the outage"
         go_on.set()
@@ -207,8 +206,7 @@ async def test_a_job_whose_database_stays_away_past_the_lease_ends_interrupted(r
     runner = JobRunner(db, owner=ProcessOwner(db, lease_s=1.5))
     try:
         job, go_on = await start_progress_writer(runner)
-        restarting = asyncio.create_task(asyncio.to_thread(restartable_pg.restart, 8.0))
-        await until(lambda: restartable_pg.rss() == 0, 30, "the server down")
+        restarting = await restartable_pg.going_down(8.0)
         await until(lambda: job.id in runner._unsaved, 30, "the job to end, unsaved, during the outage")
         await restarting
 

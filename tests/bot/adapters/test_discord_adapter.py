@@ -10,7 +10,6 @@ from tests.fakes.discord_server import ADMIN_ROLE, CHANNEL, EVERYONE_PERMS, GUIL
 from tests.helpers.chat import add_test_simulation, make_app
 from tests.helpers.discord import fake, start_bot, stop_bot, wait_for_texts  # noqa: F401  (fake: the fixture)
 from tests.helpers.pg_server import restartable_pg  # noqa: F401  (the fixture)
-from tests.helpers.wait import until
 
 pytestmark = pytest.mark.timeout(60)
 EPHEMERAL = 64
@@ -335,8 +334,7 @@ async def test_a_command_while_postgresql_restarts_is_acknowledged_at_once_and_a
     try:
         await fake.message("the harbour strike starts on Monday at the north gate")
         await wait_for_texts(app, 1)
-        restarting = asyncio.create_task(asyncio.to_thread(restartable_pg.restart, 4.0))
-        await until(lambda: restartable_pg.rss() == 0, 30, "the server down")
+        restarting = await restartable_pg.going_down(4.0)
         await fake.interaction("recall", [{"name": "query", "type": 3, "value": "harbour strike"}])
         deferred = await fake.wait_for("POST", "/callback")
         assert deferred.json["type"] == 5   # "thinking…"

@@ -173,8 +173,7 @@ async def test_a_reconnect_while_postgresql_restarts_still_reads_back_what_was_m
     try:
         await fake.message("live message before the outage about the harbour")
         await wait_for_texts(app, 1)
-        restarting = asyncio.create_task(asyncio.to_thread(restartable_pg.restart, 4.0))
-        await until(lambda: restartable_pg.rss() == 0, 30, "the server down")
+        restarting = await restartable_pg.going_down(4.0)
         fake.missed_message("missed while the gateway and the database were away, about the harbour")
         await fake.drop_connections()
         await until(lambda: fake.resumed >= 1, 30, "the bot to resume")

@@ -9,7 +9,6 @@ import pytest
 from engine.memory.ingest_queue import IngestQueue
 from tests.helpers.memory import Chat, close_engine, open_engine
 from tests.helpers.pg_server import restartable_pg  # noqa: F401  (the fixture)
-from tests.helpers.wait import until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -24,8 +23,7 @@ async def test_messages_put_while_postgresql_restarts_are_stored_once_it_is_back
         for m in messages[:3]:
             await queue.put(m)
         await queue.settled()
-        restarting = asyncio.create_task(asyncio.to_thread(restartable_pg.restart, 3.0))
-        await until(lambda: restartable_pg.rss() == 0, 30, "the server down")
+        restarting = await restartable_pg.going_down(3.0)
         for m in messages[3:]:
             await queue.put(m)
         await restarting
