@@ -56,7 +56,7 @@ from engine.embedder import Embedder, load_model
 
 EVALUATED = tuple(LANGUAGES)
 OTHER_LANGUAGES = tuple(sorted(p.name for p in DATA.parent.iterdir() if p.is_dir() and p.name not in LANGUAGES))
-DIMS = (1, 2, 3, 5, 10)
+DIMS = (1, 2, 3, 5, 10, 20, 40)
 
 
 def speaker_lines(texts: list[str]) -> list[str]:
