@@ -607,15 +607,23 @@ class MemoryEngine:
 
     async def refresh_topics(self, scope: str, every: bool = False) -> int:
         """Rename the worlds that grew since they were named (all of them with ``every``)."""
-        state = await self._scope(scope)
-        targets = set(state.worlds) if every else self._topic_dirty.pop(scope, set()) & set(state.worlds)
-        if not targets:
-            return 0
+        marked = set() if every else self._topic_dirty.pop(scope, set())
         try:
+            state = await self._scope(scope)
+            targets = set(state.worlds) if every else marked & set(state.worlds)
+            if not targets:
+                return 0
             return await topics.name_worlds(self.db, self.llm_for(scope), self.cfg, scope, state, targets)
         except asyncio.CancelledError:   # (``flush`` cancels a renaming under way) they still need names
-            self._mark_topics(scope, targets)
+            self._mark_topics(scope, marked)
             raise
+        except Exception as err:   # they still need names: at the next renaming of the scope
+            self._mark_topics(scope, marked)
+            if not self.db.unreachable(err):
+                raise
+            log.warning("worlds of %s not renamed: the database cannot be reached (%s); renamed at the next refresh",
+                        scope, type(err).__name__)
+            return 0
 
     # -- belief extraction (engine.memory.extraction) ----------------------------------
 

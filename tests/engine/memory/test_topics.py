@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import threading
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from tests.fakes.openai_server import FakeOpenAI, Raw, completion
 from tests.helpers.chat import Person
 from tests.helpers.config import MINILM
 from tests.helpers.memory import Chat, close_engine, open_engine
+from tests.helpers.pg_server import restartable_pg  # noqa: F401  (the fixture)
 from tests.helpers.search import Member, app, say_all  # noqa: F401  (app: the console app fixture)
 
 CORPUS = Path(chatterbot_corpus.__file__).parent / "data" / "english"
@@ -115,6 +117,27 @@ async def test_flush_names_a_world_whose_background_renaming_it_cut_short(db_url
             assert [(w.id, w.topic) for w in await engine.worlds("test:1")] == [(world, "Arsenal football")]
         finally:
             await close_engine(db, engine)
+
+
+async def test_a_renaming_the_database_cut_short_is_one_warning_and_done_at_the_next_refresh(restartable_pg, caplog):  # noqa: F811
+    db, engine = await open_engine(await restartable_pg.fresh_database(), topic_delay_s=600, base_threshold=0.3)
+    try:
+        chat = Chat("test:1")
+        for text in ["did you see the football match yesterday? Arsenal won 3-1",
+                     "the football match was great, Arsenal pressed all game",
+                     "Arsenal's football matches are the best this season"]:
+            world = (await engine.ingest(chat.msg(text))).world_id
+        restarting = await restartable_pg.going_down(4.0)
+        with caplog.at_level(logging.WARNING, logger="engine.memory.engine"):
+            assert await engine.refresh_topics("test:1") == 0
+        (record,) = [r for r in caplog.records if r.name == "engine.memory.engine"]
+        assert record.levelno == logging.WARNING and record.exc_info is None
+        await restarting
+        assert await engine.refresh_topics("test:1") == 1   # still marked: named now
+        (named,) = await engine.worlds("test:1")
+        assert named.id == world and named.topic in ("Football match Arsenal", "Arsenal football match")
+    finally:
+        await close_engine(db, engine)
 
 
 def test_a_name_drawn_from_few_messages_is_recomputed_at_each_growth_then_on_doubling():
