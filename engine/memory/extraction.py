@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 
 from engine import language
 from engine.db import Database
-from engine.llm.errors import InvalidAnswer
+from engine.llm.errors import InvalidAnswer, LLMError
 from engine.memory import beliefs as belief_store, languages, records
 from engine.memory.beliefs import NewBelief, norm
 from engine.memory.models import parse_ts, utcnow
@@ -266,6 +266,9 @@ class ExtractionScheduler:
                     left = await self._run(*key)
                 except asyncio.CancelledError:
                     raise
+                except LLMError as err:   # the endpoint is down or unusable: its one line says why
+                    log.warning("belief extraction for %s/%s waits for the next batch: %s", *key, err)
+                    left = 0
                 except Exception:
                     log.exception("belief extraction failed for %s/%s", *key)
                     left = 0

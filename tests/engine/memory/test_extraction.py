@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import time
 from datetime import timedelta
@@ -131,6 +132,20 @@ async def test_extraction_runs_after_the_quiet_period_and_survives_restart(db_ur
     db, engine = await open_engine(db_url, llm=llm, extract_every_n=100, extract_every_s=0.1)
     await engine.flush()
     assert await db.fetchval("SELECT count(*) FROM beliefs WHERE object='Acme Corp'") == 1
+    await close_engine(db, engine)
+    await llm.close()
+
+
+async def test_an_endpoint_that_keeps_failing_is_one_warning_line_and_the_batch_waits(db_url, server, caplog):
+    server.responder = lambda body: Raw(500, {"error": {"message": "down"}})
+    llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model", max_retries=0))
+    db, engine = await open_engine(db_url, llm=llm, extract_every_n=1, extract_every_s=600)
+    with caplog.at_level(logging.WARNING, logger="engine.memory.extraction"):
+        await engine.ingest(Chat().msg("Alice lives in Paris"))   # a batch of one: extracted at once
+        await engine.extraction.drain()
+    (record,) = [r for r in caplog.records if r.name == "engine.memory.extraction"]
+    assert record.levelno == logging.WARNING and record.exc_info is None and "HTTP 500" in record.getMessage()
+    assert await db.fetchval("SELECT count(*) FROM memory_messages WHERE extracted=0") == 1   # for a later batch
     await close_engine(db, engine)
     await llm.close()
 
