@@ -91,6 +91,16 @@ async def test_worlds_lists_phrase_names(tmp_path):
         await app.close()
 
 
+async def football_world(engine) -> str:
+    """Three messages about one football match in scope test:1: one world, due a name; its id."""
+    chat = Chat("test:1")
+    for text in ["did you see the football match yesterday? Arsenal won 3-1",
+                 "the football match was great, Arsenal pressed all game",
+                 "Arsenal's football matches are the best this season"]:
+        world = (await engine.ingest(chat.msg(text))).world_id
+    return world
+
+
 async def test_flush_names_a_world_whose_background_renaming_it_cut_short(db_url):
     """``flush`` cancels a renaming under way (here: its LLM call, held by the endpoint) and names
     the world itself: only once the cancelled renaming has unwound are its worlds marked again."""
@@ -107,11 +117,7 @@ async def test_flush_names_a_world_whose_background_renaming_it_cut_short(db_url
         db, engine = await open_engine(db_url, llm=llm, extract_every_n=1000, extract_every_s=600,
                                        topic_delay_s=0, base_threshold=0.3)
         try:
-            chat = Chat("test:1")
-            for text in ["did you see the football match yesterday? Arsenal won 3-1",
-                         "the football match was great, Arsenal pressed all game",
-                         "Arsenal's football matches are the best this season"]:
-                world = (await engine.ingest(chat.msg(text))).world_id
+            world = await football_world(engine)
             assert await asyncio.to_thread(first_call.wait, 10)  # the background renaming is under way
             await engine.flush()
             assert [(w.id, w.topic) for w in await engine.worlds("test:1")] == [(world, "Arsenal football")]
@@ -122,11 +128,7 @@ async def test_flush_names_a_world_whose_background_renaming_it_cut_short(db_url
 async def test_a_renaming_the_database_cut_short_is_one_warning_and_done_at_the_next_refresh(restartable_pg, caplog):  # noqa: F811
     db, engine = await open_engine(await restartable_pg.fresh_database(), topic_delay_s=600, base_threshold=0.3)
     try:
-        chat = Chat("test:1")
-        for text in ["did you see the football match yesterday? Arsenal won 3-1",
-                     "the football match was great, Arsenal pressed all game",
-                     "Arsenal's football matches are the best this season"]:
-            world = (await engine.ingest(chat.msg(text))).world_id
+        world = await football_world(engine)
         restarting = await restartable_pg.going_down(4.0)
         with caplog.at_level(logging.WARNING, logger="engine.memory.engine"):
             assert await engine.refresh_topics("test:1") == 0
