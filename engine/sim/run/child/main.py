@@ -375,6 +375,11 @@ class PlatformRunner:
         """Database copy, memories, then the rounds count: the last file written commits."""
         tmp = self.dir / (CHECKPOINT_DB + ".tmp")
         tmp.unlink(missing_ok=True)
+        if self.platform.db.in_transaction:
+            # sqlite's backup waits without end while its source connection holds a write
+            # transaction open: a resumed run's sign-ups, refused for users it restored, leave
+            # one open until an action commits, and a round without actions commits none.
+            self.platform.db.commit()
         dst = sqlite3.connect(tmp)
         with dst:
             self.platform.db.backup(dst)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from engine.sim.environment.models import CONFIG_FILE
 from engine.sim.run.executor import LocalExecutor, child_pid_alive
 from engine.sim.run.observers import RoundDone
 from engine.sim.run.output import platform_db
@@ -128,6 +129,37 @@ async def test_kill_resume_after_restart_and_stop(tmp_path, db, llm):
         assert events[-1]["type"] == "simulation_end" and events[-1]["stopped"]
         assert [e["round"] for e in events if e["type"] == "round_end"] == list(range(state.rounds_done[platform]))
     await runs.close()
+
+
+async def test_a_run_resumed_at_a_round_in_which_nobody_acts_goes_on_to_its_end(tmp_path, db, llm):
+    """A resumed run signs its restored users up again (refused, harmlessly), which leaves the
+    platform's database in a write transaction until an action commits; a first round without
+    any action then saved its checkpoint against that transaction and waited without end (a
+    fork of the soak, from round 1, never finished)."""
+    folder = tmp_path / "sim"
+    cfg = make_sim_folder(folder, agents=4, rounds=3, sim_id="q1", everyone_everywhere=True)
+    for agent in cfg.agents:   # nobody is active at 10:00, the second round
+        agent.active_hours = [h for h in agent.active_hours if h != 10]
+    (folder / CONFIG_FILE).write_text(cfg.model_dump_json(indent=1), encoding="utf-8")
+    llm.responder = SocialResponder()
+    first = service(db, llm, idle_s=0.5, max_rounds=1)
+    jobs = jobs_for(db, first)
+    job = await jobs.submit("sim_run", {"sim_id": "q1", "folder": str(folder)}, scope="console:local")
+    assert (await jobs.wait(job.id)).state == "done"
+    await jobs.shutdown()
+    await first.close()
+    then = service(db, llm, idle_s=0.5)
+    jobs = jobs_for(db, then)
+    job = await jobs.submit("sim_run", {"sim_id": "q1", "folder": str(folder)}, scope="console:local")
+    ended = await asyncio.wait_for(jobs.wait(job.id), 150)
+    assert ended.state == "done", ended.error
+    for platform in ("twitter", "reddit"):
+        events = log_events(folder, platform)
+        quiet = next(e for e in events if e["type"] == "round_start" and e["round"] == 1)
+        assert quiet["active_agents"] == 0 and quiet["scheduled_posts"] == 0
+        assert [e["round"] for e in events if e["type"] == "round_end"] == [0, 1, 2]
+    await jobs.shutdown()
+    await then.close()
 
 
 async def _live(runs: SimRuns) -> bool:
