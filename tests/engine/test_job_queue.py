@@ -18,19 +18,6 @@ from engine.words import plural
 from tests.helpers.wait import until
 
 
-@pytest.fixture
-async def runners(db):
-    made: list[JobRunner] = []
-
-    def make(**options) -> JobRunner:
-        made.append(JobRunner(db, **options))
-        return made[-1]
-
-    yield make
-    for runner in made:
-        await runner.shutdown()
-
-
 def holding(runner: JobRunner, started: list[str]) -> dict[str, asyncio.Event]:
     """Register 'hold': each job notes its title when it starts and runs until its gate opens."""
     gates: dict[str, asyncio.Event] = {}

@@ -10,20 +10,6 @@ from tests.helpers.pg_server import restartable_pg  # noqa: F401  (the fixture)
 from tests.helpers.wait import until
 
 
-@pytest.fixture
-async def runners(db):
-    """Job runners on the test's database, shut down (their owner's heartbeat stopped) after it."""
-    made: list[JobRunner] = []
-
-    def make(**options) -> JobRunner:
-        made.append(JobRunner(db, **options))
-        return made[-1]
-
-    yield make
-    for runner in made:
-        await runner.shutdown()
-
-
 async def start_endless_job(make_runner):
     """A runner with one job that runs until something stops it, already running."""
     runner = make_runner()
