@@ -45,14 +45,12 @@ class ScopeState:
     change_token: int = 0   # the database's change token when last checked
     stamp: int = 0          # memory_scope_stamps.stamp when last checked
     centre_sum: np.ndarray | None = None   # [memory] routing_centre: the prior + the scope's messages
-    fixed: np.ndarray | None = None        # [memory] routing_directions: the model's, projected out too
 
     def centre(self) -> np.ndarray | None:
-        """What routing projects out of its similarities (router.centred): the unit mean direction
-        of the scope's messages and the model's fixed directions; None without centring."""
+        """The unit mean direction of the scope's messages (router.centred), or None without centring."""
         if self.centre_sum is None:
             return None
-        return router.projection_basis(self.fixed, self.centre_sum / max(float(np.linalg.norm(self.centre_sum)), 1e-12))
+        return self.centre_sum / max(float(np.linalg.norm(self.centre_sum)), 1e-12)
 
     def count_in_centre(self, vec: np.ndarray) -> None:
         if self.centre_sum is not None:
@@ -130,8 +128,7 @@ async def load_scope(db: Database, embedder: Embedder, cfg: MemorySection, scope
         await run_cpu(indexes[audience].build, [r["id"] for r in part], vectors)
         if centre is not None:
             centre += np.asarray([r["evidence"] for r in part], dtype=np.float64) @ vectors
-    fixed = router.fixed_directions(embedder.model_name, cfg.routing_directions) if centre is not None else None
-    return ScopeState(indexes, worlds, new_index, version, scope_stamp, centre, fixed)
+    return ScopeState(indexes, worlds, new_index, version, scope_stamp, centre)
 
 
 async def load_channel(db: Database, cfg: MemorySection, scope: str, channel: str) -> ChannelState:

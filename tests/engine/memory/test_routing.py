@@ -8,7 +8,7 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from engine.config import E5_MODEL, MINILM_MODEL, MemorySection
+from engine.config import MemorySection
 from engine.memory import beliefs as belief_store, router
 from engine.memory.beliefs import NewBelief
 from engine.memory.models import from_blob, iso, utcnow
@@ -27,25 +27,6 @@ def test_threshold_rises_with_maturity_and_alpha_shrinks():
     assert router.alpha(cfg, 3, 1.0) == pytest.approx(0.25 * 0.3)
     assert router.is_short(cfg, "ok") and router.is_short(cfg, "what about tomorrow?")
     assert not router.is_short(cfg, PANDAS)
-
-
-def test_centred_similarity_is_the_cosine_of_what_is_left_once_the_basis_is_projected_out():
-    rng = np.random.default_rng(0)
-    a, b, centre = (router.normalise(rng.normal(size=384)) for _ in range(3))
-    fixed = router.fixed_directions(E5_MODEL, 10)
-    assert fixed is not None and fixed.shape == (11, 384)   # the mean of chat, then 10 principal directions
-    basis = router.projection_basis(fixed, centre)
-    assert basis.shape == (12, 384) and np.allclose(basis @ basis.T, np.eye(12), atol=1e-5)
-    left_a, left_b = a - basis.T @ (basis @ a), b - basis.T @ (basis @ b)
-    expected = float(left_a @ left_b) / float(np.linalg.norm(left_a) * np.linalg.norm(left_b))
-    assert router.centred(a, b, basis) == pytest.approx(expected, abs=1e-5)
-    assert router.centred(a, b, None) == pytest.approx(float(a @ b))
-    many = np.stack([a, b, centre])
-    assert router.centred_many(a, many, basis) == pytest.approx([router.centred(a, v, basis) for v in many], abs=1e-5)
-    assert router.centred(a, b, router.projection_basis(None, centre)) == pytest.approx(
-        (float(a @ b) - float(a @ centre) * float(b @ centre))
-        / np.sqrt((1 - float(a @ centre) ** 2) * (1 - float(b @ centre) ** 2)), abs=1e-5)   # the mean alone
-    assert router.fixed_directions(E5_MODEL, 0) is None and router.fixed_directions(MINILM_MODEL, 10) is None
 
 
 async def test_birth_absorb_moves_centroid_by_alpha(db_url):
