@@ -55,6 +55,28 @@ async def test_portuguese_topics_route_apart_and_recall_finds_the_goals(db_url):
     await _routed_and_recalled(db_url, PT_FOOTBALL, PT_GARAGE, "quem marcou gols no segundo tempo?")
 
 
+async def test_a_short_chat_of_one_person_keeps_the_match_and_the_leak_apart(db_url):
+    """The issue's own chat, as one person types it at the console: four lines on a football
+    match, then four on a leak in the garage. The garage's first lines must start a world of
+    their own, not join the match's (they did with e5's principal directions projected out of
+    routing, at every base threshold up to 0.20: bench/RESULTS.md)."""
+    match = ["Oi pessoal, alguém viu o jogo do Flamengo ontem?",
+             "O Flamengo ganhou de 3 a 1, o Gabigol marcou dois gols",
+             "Que jogo! O segundo gol do Gabigol foi lindo", "O juiz anulou um gol do Palmeiras no primeiro tempo"]
+    leak = ["Gente, tem um vazamento de água na garagem do prédio",
+            "O vazamento na garagem está molhando os carros da vaga 12",
+            "O síndico disse que o encanador vem amanhã consertar o cano da garagem",
+            "Alguém sabe se a água da garagem vem do apartamento 101?"]
+    db, engine = await open_engine(db_url, model=E5_MODEL)
+    try:
+        chat = Chat()
+        match_worlds = [(await engine.ingest(chat.msg(t, "root"))).world_id for t in match]
+        leak_worlds = [(await engine.ingest(chat.msg(t, "root"))).world_id for t in leak]
+        assert len(set(match_worlds)) == 1 and not set(match_worlds) & set(leak_worlds), (match_worlds, leak_worlds)
+    finally:
+        await close_engine(db, engine)
+
+
 async def test_thai_topics_route_apart_and_recall_finds_the_goals(tmp_path):
     await _routed_and_recalled(tmp_path / "th.db", TH_FOOTBALL, TH_GARAGE, "ใครยิงประตูในครึ่งหลัง")
 
