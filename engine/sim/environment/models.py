@@ -75,6 +75,7 @@ class PlatformConfig(BaseModel):
     refresh_rec_post_count: int = Field(5, ge=1)
     max_rec_post_len: int = Field(5, ge=1)
     following_post_count: int = Field(3, ge=0)
+    comments_per_post: int = Field(5, ge=1)   # a feed post shows its newest comments only (oasis_setup)
     allow_self_rating: bool = False
     show_score: bool = True                    # reddit: show net score instead of likes/dislikes
 

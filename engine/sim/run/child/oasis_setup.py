@@ -160,12 +160,37 @@ def make_platform(name: str, pcfg: PlatformConfig, db_path: Path, cfg: Simulatio
     if pcfg.recsys not in OFFLINE_RECSYS:
         raise ValueError(f"{name}: recommender {pcfg.recsys!r} is not usable offline; "
                          f"use one of {', '.join(OFFLINE_RECSYS)}")
-    return Platform(
+    platform = Platform(
         db_path=str(db_path), channel=Channel(), sandbox_clock=make_clock(cfg),
         start_time=sim_start_time(cfg), show_score=pcfg.show_score,
         allow_self_rating=pcfg.allow_self_rating, recsys_type=pcfg.recsys,
         refresh_rec_post_count=pcfg.refresh_rec_post_count, max_rec_post_len=pcfg.max_rec_post_len,
         following_post_count=pcfg.following_post_count)
+    cap_feed_comments(platform, pcfg.comments_per_post)
+    return platform
+
+
+def cap_feed_comments(platform, per_post: int) -> None:
+    """Show each feed post with its newest ``per_post`` comments and how many it has in all
+    (``num_comments``), as a timeline shows a few replies under a post.
+
+    oasis attaches every comment of every feed post to the agent's prompt. In a crowd that
+    grows without bound: at 1,000 agents a round-2 feed was a median 12,680 tokens (bench_run.py,
+    bench/RESULTS.md), past an agent's context window, so camel cut it into chunks and each round
+    took longer than the one before (213 s, then 638 s). Comments come in id order, so the last
+    ones are the newest."""
+    attach = platform.pl_utils._add_comments_to_posts
+
+    def capped(rows):
+        posts = attach(rows)
+        for post in posts:
+            comments = post["comments"]
+            if len(comments) > per_post:
+                post["comments"] = comments[-per_post:]
+                post["num_comments"] = len(comments)
+        return posts
+
+    platform.pl_utils._add_comments_to_posts = capped
 
 
 def seed_follows(platform, edges: list[tuple[int, int]]) -> int:
