@@ -892,6 +892,7 @@ class Soak:
         for c in calm:
             if (s := self.answer_s(c)) is not None:
                 by_kind[c.name if len(self.sides) == 1 else f"{c.side} {c.name}"].append(s)
+        slowest = sorted(((s, c) for c in calm if (s := self.answer_s(c)) is not None), key=lambda sc: -sc[0])
         probes = [c for c in self.commands if c.probe]
         leaks = [c for c in probes if c.probe == "outsider" and self.side(c.side).leaked(c.token)]
         staff_found = [c for c in probes if c.probe == "staff" and self.side(c.side).leaked(c.token)]
@@ -917,6 +918,7 @@ class Soak:
             "send_to_stored_s": {"all": _pcts(lat), "outside_faults": _pcts(lat_calm)},
             "commands": {"sent": len(self.commands), "outside_faults": len(calm),
                          "answer_s": _pcts(answer), "by_kind": {k: _pcts(v) for k, v in sorted(by_kind.items())},
+                         "slowest": [f"{c.side} {c.name}@{c.sent:.0f}s {s:.1f}s" for s, c in slowest[:12]],
                          "unanswered_outside_faults": [f"{c.side} {c.name}@{c.sent:.0f}s" for c in calm
                                                        if self.answer_s(c) is None],
                          "run_twice": sum(twice) if twice else None},
