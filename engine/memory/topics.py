@@ -39,6 +39,7 @@ from engine import language
 from engine.config import MemorySection
 from engine.db import Database
 from engine.llm.content_checks import ContentChecks
+from engine.llm.errors import InvalidAnswer, LLMError
 from engine.memory import beliefs as belief_store, languages, records, terms
 from engine.memory.models import WorldState
 from engine.memory.scope_cache import ScopeState
@@ -224,6 +225,11 @@ async def name_worlds(db: Database, llm: Any, cfg: MemorySection, scope: str, st
                                              checks=NAME_CHECKS.in_language(lang))
                 if named.name.strip():
                     names[wid] = named.name.strip()[:80]
+            except InvalidAnswer as err:   # this world's answer was unusable; the next one may not be
+                log.warning("world %s keeps its keyword name: %s", wid, err)
+            except LLMError as err:   # the endpoint is down or refused: the next world would wait as long
+                log.warning("worlds of %s keep their keyword names: %s", scope, err)
+                break
             except Exception:
                 log.warning("LLM topic name failed for world %s; keeping keywords", wid, exc_info=True)
     sizes = {wid: state.worlds[wid].evidence for wid in targets}

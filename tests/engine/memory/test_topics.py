@@ -142,6 +142,33 @@ async def test_a_renaming_the_database_cut_short_is_one_warning_and_done_at_the_
         await close_engine(db, engine)
 
 
+async def test_an_endpoint_that_keeps_failing_is_one_warning_line_and_the_worlds_keep_keyword_names(db_url, caplog):
+    """An LLM outage: the first world's request fails after its tries, the pass asks no more (each
+    would wait as long) and says so in one line, without a traceback."""
+    with FakeOpenAI(lambda body: Raw(500, {"error": {"message": "down"}})) as server:
+        llm = LLMClient(LLMSection(base_url=server.base_url, model="fake-model", max_retries=0))
+        db, engine = await open_engine(db_url, llm=llm, extract_every_n=1000, extract_every_s=600,
+                                       topic_delay_s=600, base_threshold=0.3)
+        try:
+            await football_world(engine)
+            chat = Chat("test:1")
+            chat.n = 100   # message ids after football_world's
+            for text in ["my sourdough bread recipe needs a longer proof in the oven",
+                         "the sourdough bread came out of the oven with a great crust",
+                         "bread baking tip: steam in the oven makes the sourdough crust"]:
+                await engine.ingest(chat.msg(text))
+            with caplog.at_level(logging.WARNING, logger="engine.memory.topics"):
+                named = await engine.refresh_topics("test:1")
+            (record,) = [r for r in caplog.records if r.name == "engine.memory.topics"]
+            assert record.exc_info is None and "HTTP 500" in record.getMessage(), record.getMessage()
+            assert len([r for r in server.requests if "topic" in json.dumps(r).lower()]) == 1
+            topics = sorted(w.topic for w in await engine.worlds("test:1"))
+            assert (named, len(topics)) == (2, 2) and any("Sourdough" in t or "Bread" in t for t in topics), topics
+        finally:
+            await close_engine(db, engine)
+            await llm.close()
+
+
 def test_a_name_drawn_from_few_messages_is_recomputed_at_each_growth_then_on_doubling():
     cfg = parse_config({}).memory   # topic_refresh_growth 2
 
