@@ -14,8 +14,11 @@ from typing import Any
 
 from bot.adapters.base import Adapter, serve
 from bot.app import App
+from engine import allocator
 
 log = logging.getLogger(__name__)
+
+TRIM_EVERY_S = 60.0   # how often freed memory is handed back to the system (engine.allocator)
 
 # Chat adapters besides the console, as 'module:Class'. Each starts only when configured.
 ADAPTERS: list[str] = [
@@ -50,6 +53,8 @@ async def _serve_chat(adapter: Adapter, stop: asyncio.Event) -> None:
 async def run(args, config) -> int:
     from bot.adapters.console import Console
 
+    allocator.configure()   # before the app's threads allocate anything
+    trimming = asyncio.create_task(allocator.trim_every(TRIM_EVERY_S))
     app = await App.create(config)
     stop = asyncio.Event()
     status = 0
@@ -102,5 +107,6 @@ async def run(args, config) -> int:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
     finally:
+        trimming.cancel()
         await app.close()
     return status
