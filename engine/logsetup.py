@@ -14,6 +14,9 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 # Libraries whose warnings are notes about a user's file ("invalid pdf header"), not about the
 # bot: they are logged at INFO, so they never reach a console user's screen at the default level.
 FILE_NOTE_LOGGERS = ("pypdf", "docx")
+# Libraries that log a traceback with a warning they recover from: asyncpg's pool while a
+# PostgreSQL restart refuses connections. The warning is kept, as one line with its reason.
+ONE_LINE_LOGGERS = ("asyncpg",)
 
 
 class DemoteFileNotes(logging.Filter):
@@ -33,6 +36,19 @@ class DemoteFileNotes(logging.Filter):
         return True
 
 
+class OneLineWarnings(logging.Filter):
+    """A warning of ONE_LINE_LOGGERS (and their children) with a traceback becomes one line: the
+    exception's type and message after the warning's own; errors keep their traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (record.levelno < logging.ERROR and record.exc_info and record.exc_info[1] is not None
+                and record.name.split(".", 1)[0] in ONE_LINE_LOGGERS):
+            err = record.exc_info[1]
+            record.msg = f"{record.getMessage()} ({type(err).__name__}: {err})"
+            record.args, record.exc_info, record.exc_text = None, None, None
+        return True
+
+
 def secret_env_names(config: Config) -> list[str]:
     """Every environment variable the configuration names as holding a secret (``*_env`` keys)."""
     names = []
@@ -47,6 +63,7 @@ def setup_logging(config: Config) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(RedactingFormatter(LOG_FORMAT, Redactor.from_environ(extra_names=secret_env_names(config))))
     handler.addFilter(DemoteFileNotes(logging.getLevelName(config.bot.log_level)))
+    handler.addFilter(OneLineWarnings())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(config.bot.log_level)

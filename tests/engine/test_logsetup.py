@@ -1,0 +1,31 @@
+"""The bot's log (engine.logsetup): a library's warning with a traceback becomes one line."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+PROBE = """
+import logging
+from engine.config import parse_config
+from engine.logsetup import setup_logging
+setup_logging(parse_config({}))
+try:
+    raise ConnectionError("the database system is shutting down")
+except ConnectionError:
+    logging.getLogger("asyncpg.pool").warning("Failed to restore the pool connection floor; retrying", exc_info=True)
+    logging.getLogger("engine.db").warning("a warning of ours, with its traceback", exc_info=True)
+    logging.getLogger("asyncpg.pool").error("an error keeps its traceback", exc_info=True)
+"""
+
+
+def test_a_library_warning_with_a_traceback_is_one_line_and_errors_keep_theirs():
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60,
+                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stderr.splitlines()
+    (pool,) = [line for line in lines if "pool connection floor" in line]
+    assert pool.endswith("retrying (ConnectionError: the database system is shutting down)"), pool
+    assert sum(line.startswith("Traceback") for line in lines) == 2, lines   # ours and the error's
+    assert lines[lines.index(pool) + 1].split()[2] == "WARNING", lines   # no traceback under it
