@@ -103,9 +103,11 @@ class PendingWorker:
             return len(claimed)
 
     async def routed(self, scope: str, wait_s: float) -> None:
-        """Return once no stored message of ``scope`` waits for its world, or after ``wait_s``."""
+        """Return once the messages of ``scope`` stored before the call have their world, or after
+        ``wait_s``. Not until none waits: in a busy chat some always do."""
         deadline = time.monotonic() + wait_s
-        while (left := deadline - time.monotonic()) > 0 and await records.pending_count(self.db, scope):
+        mark = await records.newest_row(self.db, scope)
+        while (left := deadline - time.monotonic()) > 0 and await records.pending_count(self.db, scope, mark):
             self.wake()
             async with self._progress:
                 with contextlib.suppress(asyncio.TimeoutError):

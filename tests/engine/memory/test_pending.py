@@ -276,3 +276,40 @@ async def test_two_processes_on_one_postgresql_database_never_embed_a_message_tw
             await engine.close()
             await owner.release()
             await db.close()
+
+
+class PermitEmbedder(Embedder):
+    """The real embedder; once ``held``, each batch of stored messages waits for a permit."""
+
+    def __init__(self):
+        super().__init__(MINILM_MODEL)
+        self.held = False
+        self.permits = threading.Semaphore(0)
+
+    def encode(self, texts, kind="passage"):
+        if kind == "passage" and self.held:
+            self.permits.acquire()
+        return super().encode(texts, kind)
+
+
+async def test_waiting_for_routing_waits_for_what_was_stored_before_not_for_what_keeps_coming(db):
+    """A busy chat always has messages waiting for their world: /worlds waits for those stored
+    before it asked (up to ``routed_wait_s``), not until none waits (it waited the whole 2 s at
+    every /worlds in the soak)."""
+    embedder = PermitEmbedder()
+    engine = await started(db, embedder)
+    embedder.held = True
+    chat = Chat()
+    try:
+        await engine.store([chat.msg("the ferry to Skopelos leaves at seven from pier four")])
+        await until(lambda: db.fetchval("SELECT count(*) FROM memory_messages WHERE claimed_by IS NOT NULL"), 10,
+                    "the worker claims it (and waits for a permit)")
+        waiting = asyncio.create_task(engine.pending.routed(chat.scope, 60))   # reads its mark first
+        await engine.store([chat.msg("the ferry back leaves Skopelos at six")])   # stored after the call
+        embedder.permits.release()   # the first batch alone
+        await asyncio.wait_for(waiting, 20)
+        assert await routed(db) == 1
+        assert await db.fetchval("SELECT count(*) FROM memory_messages WHERE world_id IS NULL") == 1
+    finally:
+        embedder.permits.release(100)
+        await engine.close()
