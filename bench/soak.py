@@ -81,7 +81,6 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil  # noqa: E402
-from aiohttp import web  # noqa: E402
 
 from bench.corpus import chat_stream, load_corpus  # noqa: E402
 from engine.db import Database, open_database  # noqa: E402
@@ -191,8 +190,7 @@ class SoakTelegram(FakeTelegram):
     """The fake Telegram Bot API, timing the bot's answers: a command's answer is the bot's next
     message (text, document, photo) into the command's chat, the commands waiting in a chat answered
     in the order they were sent. Every text and caption the bot sends or edits is kept per chat
-    (``said``), so a leak shows wherever it went. While ``down``, getUpdates answers 502 Bad Gateway
-    (a dropped connection); ``polled``: when getUpdates was last served."""
+    (``said``), so a leak shows wherever it went. A dropped connection: the fake's ``down``."""
 
     def __init__(self, token: str):
         super().__init__(token)
@@ -200,15 +198,6 @@ class SoakTelegram(FakeTelegram):
         self.answers: dict[str, list[str]] = defaultdict(list)
         self.waiting: dict[int, deque[str]] = defaultdict(deque)   # chat -> tokens of unanswered commands
         self.said: dict[int, list[str]] = defaultdict(list)
-        self.down = False
-        self.polled = 0.0
-
-    async def _api(self, request: web.Request) -> web.Response:
-        if request.match_info["method"] == "getUpdates":
-            if self.down:
-                return web.json_response({"ok": False, "error_code": 502, "description": "Bad Gateway"}, status=502)
-            self.polled = time.monotonic()
-        return await super()._api(request)
 
     def _heard(self, params: dict, text: str, answer: bool = True) -> None:
         chat = int(params["chat_id"])

@@ -70,7 +70,10 @@ log = logging.getLogger(__name__)
 warnings.filterwarnings("ignore", message=r"Please use 'Bot\.getUpdates'", category=PTBUserWarning)
 
 BATCH_LIMIT = 100          # updates per getUpdates (the Bot API's maximum)
-RETRY_MAX_S = 30.0         # longest wait between failed getUpdates calls
+# Longest wait between failed getUpdates calls. Short: a command sent the moment Telegram is back
+# waits for the next try (with 30 s, commands sent after a 20 s outage waited up to 12 s in the
+# soak), and a try costs one request.
+RETRY_MAX_S = 2.0
 MAX_ATTEMPTS = 2           # an update handed over this often without its handling ending is set aside
 RECOVERY_WAIT_S = 30.0     # at start-up, how long a left-over command runs alone before the next update
 # said in the sender's app language (the inbox reaches no chat setting: engine.i18n)
@@ -154,12 +157,16 @@ class TelegramInbox:
             except TelegramError as err:
                 failures += 1
                 wait = min(RETRY_MAX_S, 0.5 * 2 ** min(failures, 6))
-                log.warning("telegram: getUpdates failed (%s); again in %.1f s", err, wait)
+                if failures & (failures - 1) == 0:   # the 1st, 2nd, 4th, 8th... failure in a row
+                    log.warning("telegram: getUpdates failed %d time(s) in a row (%s); trying every %.1f s",
+                                failures, err, wait)
                 try:
                     await asyncio.wait_for(stop.wait(), wait)
                 except asyncio.TimeoutError:
                     pass
                 continue
+            if failures:
+                log.warning("telegram: getUpdates works again after %d failed tries", failures)
             failures = 0
             if not updates:
                 continue

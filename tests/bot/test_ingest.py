@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 import pytest
 
@@ -288,6 +289,20 @@ async def test_a_message_that_arrives_while_postgresql_restarts_is_remembered_on
         assert await app.db.fetchval("SELECT count(*) FROM memory_messages WHERE message_id='m1'") == 1
     finally:
         await app.close()
+
+
+async def test_a_command_sent_when_telegram_is_back_is_answered_within_seconds(tg):
+    """Telegram's side down for a while (getUpdates answers 502): polling tries again every
+    ``RETRY_MAX_S`` at most, so a command sent the moment it is back waits seconds, not the half
+    minute a longer backoff would reach."""
+    app, server = tg
+    server.down = True
+    await until(lambda: server.refused_polls >= 6, 60, "six refused polls")
+    server.down = False
+    sent = time.monotonic()
+    server.push_message(-320, "/count")
+    await server.wait_for("sendMessage", lambda c: "remembered" in text_of(c), timeout=60)
+    assert time.monotonic() - sent < 8
 
 
 async def test_telegram_polling_rides_out_a_postgresql_restart(tmp_path, monkeypatch, restartable_pg):  # noqa: F811

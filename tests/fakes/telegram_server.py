@@ -8,7 +8,8 @@ one that matches; ``push_raw`` queues updates as they are, however malformed. Fi
 with ``add_file`` are served under /file/bot<token>/<path>. An edit to identical text gets
 Telegram's 400 "message is not modified", as the real API does. A user in ``unstarted`` never
 opened a private chat with the bot: sending into it gets Telegram's 403 "bot can't initiate
-conversation with a user".
+conversation with a user". While ``down``, getUpdates answers 502 Bad Gateway, as Telegram does
+when its side drops (counted in ``refused_polls``); ``polled``: when getUpdates was last served.
 """
 from __future__ import annotations
 
@@ -45,6 +46,9 @@ class FakeTelegram(LocalServer):
         self.unstarted: set[int] = set()                 # users the bot may not write to privately
         self._updates: list[dict] = []
         self.confirmed: list[dict] = []                  # updates a later getUpdates offset confirmed
+        self.down = False
+        self.refused_polls = 0
+        self.polled = 0.0
         self._update_ids = itertools.count(1)
         self._message_ids = itertools.count(1000)
 
@@ -137,6 +141,11 @@ class FakeTelegram(LocalServer):
         if request.match_info["token"] != self.token:
             return web.json_response({"ok": False, "error_code": 401, "description": "Unauthorized"}, status=401)
         method = request.match_info["method"]
+        if method == "getUpdates":
+            if self.down:
+                self.refused_polls += 1
+                return web.json_response({"ok": False, "error_code": 502, "description": "Bad Gateway"}, status=502)
+            self.polled = time.monotonic()
         params: dict[str, Any] = {}
         files: dict[str, tuple[str, bytes]] = {}
         if request.content_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
