@@ -397,9 +397,15 @@ class App:
         except JobError as err:   # meant for people, but may name the LLM endpoint or a server path
             log.info("/%s: %s", command.name, err)
             await reply.error(public(str(err)))
-        except Exception:
-            log.exception("command /%s failed", command.name)
-            await reply.error(failure(label))
+        except Exception as err:
+            if not self.db.unreachable(err):
+                log.exception("command /%s failed", command.name)
+                await reply.error(failure(label))
+            else:   # a PostgreSQL restart while it ran: not a bug, and what it did may be half done
+                log.warning("command /%s cut short: the database cannot be reached (%s)", command.name,
+                            type(err).__name__)
+                await reply.error(_("{command} was cut short: the bot's database went away while it ran. Try "
+                                    "it again in a minute.", command=label))
         finally:  # the command is over: its downloads go, unless a job or a /confirm needs them
             self.in_flight.discard(task)
             await self.files.discard(a.path for a in msg.attachments)

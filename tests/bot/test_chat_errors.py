@@ -2,6 +2,7 @@
 exception names; the log keeps every detail (bot/public.py)."""
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
@@ -11,6 +12,7 @@ from bot.public import public
 from engine.jobs import JobError
 from engine.llm.errors import LLMError
 from tests.helpers.chat import Outlet, RecordingReply, make_app
+from tests.helpers.pg_server import restartable_pg  # noqa: F401  (the fixture)
 from tests.helpers.wait import until
 
 ENDPOINT = "http://10.20.30.40:8000/v1"
@@ -107,3 +109,33 @@ def test_public_keeps_commands_and_words_and_drops_addresses_and_paths():
         "/resume 3e2e continues it; see /sim status x and/or 1/2 of it"
     assert public(f"cannot read {SECRET_DIR}/news.txt at {ENDPOINT}, nor ~/secret/keys.txt") == \
         "cannot read news.txt at, nor keys.txt"
+
+
+async def test_a_command_the_database_leaves_mid_way_is_one_line_and_no_traceback(tmp_path, restartable_pg, caplog):  # noqa: F811
+    """A PostgreSQL restart between a command's start and its next query: the asker reads that
+    it was cut short and may try again; the log has one warning, not a bug's traceback."""
+    app = await make_app(tmp_path, await restartable_pg.fresh_database())
+    entered, gate = asyncio.Event(), asyncio.Event()
+
+    @app.commands.command("count", "reads the database once the test lets it")
+    async def count(ctx):
+        entered.set()
+        await gate.wait()
+        n = await app.db.fetchval("SELECT count(*) FROM memory_messages")
+        await ctx.reply.send(f"{n} remembered")
+
+    await app.start()
+    try:
+        asking = asyncio.create_task(command(app, "/count"))
+        await asyncio.wait_for(entered.wait(), 30)
+        restarting = await restartable_pg.going_down(6.0)
+        gate.set()
+        with caplog.at_level(logging.WARNING, logger="bot.app"):
+            said = await asyncio.wait_for(asking, 60)
+        await restarting
+        assert said == "⚠ /count was cut short: the bot's database went away while it ran. Try it again in a minute."
+        (record,) = [r for r in caplog.records if r.name == "bot.app"]
+        assert record.levelno == logging.WARNING and record.exc_info is None
+        assert await command(app, "/count") == "0 remembered"   # and the next one runs
+    finally:
+        await app.close()
