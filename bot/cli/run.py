@@ -54,8 +54,8 @@ async def run(args, config) -> int:
     from bot.adapters.console import Console
 
     allocator.configure()   # before the app's threads allocate anything
-    trimming = asyncio.create_task(allocator.trim_every(TRIM_EVERY_S))
     app = await App.create(config)
+    trimming = asyncio.create_task(allocator.trim_every(TRIM_EVERY_S))
     stop = asyncio.Event()
     status = 0
     loop = asyncio.get_running_loop()
