@@ -4,10 +4,7 @@
 when freed, unless the threshold is fixed (``configure``) or the free pages are trimmed (``trim``)."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from tests.conftest import REPO
+from tests.helpers.probe import probe_json
 
 PROBE = """
 import ctypes, sys
@@ -35,10 +32,7 @@ print(rss_mb() - before)
 
 
 def kept_mb(mode: str) -> int:
-    done = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, timeout=60,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    return int(done.stdout.strip())
+    return int(probe_json(PROBE, mode, timeout=60))
 
 
 def test_freed_blocks_go_back_to_the_system_once_configured_or_trimmed():

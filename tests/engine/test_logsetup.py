@@ -1,10 +1,7 @@
 """The bot's log (engine.logsetup): a library's warning with a traceback becomes one line."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
-from tests.conftest import REPO
+from tests.helpers.probe import run_probe
 
 PROBE = """
 import logging
@@ -21,10 +18,7 @@ except ConnectionError:
 
 
 def test_a_library_warning_with_a_traceback_is_one_line_and_errors_keep_theirs():
-    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60,
-                          env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stderr.splitlines()
+    lines = run_probe(PROBE, timeout=60).stderr.splitlines()
     (pool,) = [line for line in lines if "pool connection floor" in line]
     assert pool.endswith("retrying (ConnectionError: the database system is shutting down)"), pool
     assert sum(line.startswith("Traceback") for line in lines) == 2, lines   # ours and the error's

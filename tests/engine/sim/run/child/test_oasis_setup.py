@@ -7,11 +7,7 @@ scratch folder, as in the run's child (importing oasis writes ``./log``):
 - the feed (``cap_feed_comments``): a post shows its newest comments only, and how many it has."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
-from tests.conftest import REPO
+from tests.helpers.probe import probe_json
 
 PROBE = """
 import asyncio, json, sqlite3, sys, time
@@ -69,10 +65,7 @@ asyncio.run(main())
 
 
 def test_seeded_follows_match_oasis_and_scale_to_a_crowd(tmp_path):
-    done = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=240, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = probe_json(PROBE, cwd=tmp_path)
     for platform in ("twitter", "reddit"):
         r = result[platform]
         assert r["same"], platform       # follow rows, both users' counts and trace rows as oasis writes them
@@ -122,10 +115,7 @@ asyncio.run(main())
 
 
 def test_a_feed_post_shows_its_newest_comments_and_how_many_it_has(tmp_path):
-    done = subprocess.run([sys.executable, "-c", FEED], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=240, env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = probe_json(FEED, cwd=tmp_path)
     for platform in ("twitter", "reddit"):
         posts = result[platform]
         assert posts["the bridge closes on Monday"] == {"comments": ["comment 4", "comment 5", "comment 6"],
