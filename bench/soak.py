@@ -876,12 +876,12 @@ class Soak:
                     and not self.in_window(self.stored[m])]
         calm = [c for c in self.commands if not c.probe and c.name in ("recall", "ask", "worlds", "digest")
                 and not any(a <= c.sent + AFTER and c.sent <= b for a, b, _ in self.windows)]
-        answer = [s for c in calm if (s := self.answer_s(c)) is not None]
+        timed = [(s, c) for c in calm if (s := self.answer_s(c)) is not None]
+        answer = [s for s, _ in timed]
         by_kind: dict[str, list[float]] = defaultdict(list)
-        for c in calm:
-            if (s := self.answer_s(c)) is not None:
-                by_kind[c.name if len(self.sides) == 1 else f"{c.side} {c.name}"].append(s)
-        slowest = sorted(((s, c) for c in calm if (s := self.answer_s(c)) is not None), key=lambda sc: -sc[0])
+        for s, c in timed:
+            by_kind[c.name if len(self.sides) == 1 else f"{c.side} {c.name}"].append(s)
+        slowest = sorted(timed, key=lambda sc: -sc[0])
         probes = [c for c in self.commands if c.probe]
         leaks = [c for c in probes if c.probe == "outsider" and self.side(c.side).leaked(c.token)]
         staff_found = [c for c in probes if c.probe == "staff" and self.side(c.side).leaked(c.token)]

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import logging
-
-log = logging.getLogger(__name__)
 
 M_MMAP_THRESHOLD = -3        # mallopt's parameter number (malloc.h)
 MMAP_THRESHOLD = 256 * 1024  # glibc's own default before it starts to move

@@ -107,7 +107,7 @@ class PendingWorker:
         ``wait_s``. Not until none waits: in a busy chat some always do."""
         deadline = time.monotonic() + wait_s
         mark = await records.newest_row(self.db, scope)
-        while (left := deadline - time.monotonic()) > 0 and await records.pending_count(self.db, scope, mark):
+        while (left := deadline - time.monotonic()) > 0 and await records.pending_up_to(self.db, scope, mark):
             self.wake()
             async with self._progress:
                 with contextlib.suppress(asyncio.TimeoutError):

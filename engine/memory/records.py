@@ -239,21 +239,20 @@ async def drop_pending(db: Database, row_id: int) -> None:
     await db.execute("DELETE FROM memory_messages WHERE id=? AND world_id IS NULL", (row_id,))
 
 
-async def pending_count(db: Database, scope: str | None = None, up_to: int | None = None) -> int:
-    """How many stored messages wait for their vector and world (of ``scope``, or of every scope;
-    with ``up_to``, of the rows up to that id)."""
-    if scope is None:
-        return await db.fetchval("SELECT count(*) FROM memory_messages WHERE world_id IS NULL", default=0)
-    if up_to is None:
-        return await db.fetchval("SELECT count(*) FROM memory_messages WHERE scope=? AND world_id IS NULL",
-                                 (scope,), 0)
-    return await db.fetchval("SELECT count(*) FROM memory_messages WHERE scope=? AND id <= ? AND world_id IS NULL",
-                             (scope, up_to), 0)
+async def pending_count(db: Database) -> int:
+    """How many stored messages, of every scope, wait for their vector and world."""
+    return await db.fetchval("SELECT count(*) FROM memory_messages WHERE world_id IS NULL", default=0)
 
 
 async def newest_row(db: Database, scope: str) -> int:
     """The highest row id of the scope's stored messages (0 when none)."""
     return await db.fetchval("SELECT max(id) FROM memory_messages WHERE scope=?", (scope,), 0) or 0
+
+
+async def pending_up_to(db: Database, scope: str, up_to: int) -> int:
+    """How many of the scope's stored messages up to row ``up_to`` wait for their vector and world."""
+    return await db.fetchval("SELECT count(*) FROM memory_messages WHERE scope=? AND id <= ? AND world_id IS NULL",
+                             (scope, up_to), 0)
 
 
 # -- a whole scope -----------------------------------------------------------------------
