@@ -27,9 +27,10 @@ Faults on a schedule (fractions of the run): the bot process is killed with SIGK
 and started again; the chat connection drops (15%, 62%: Discord's gateway closes it, Telegram's
 getUpdates answers 502 Bad Gateway for 20 s); the LLM endpoint fails for ``--llm-fault-s``
 seconds at a time (60, at most 8% of the run): HTTP 500s (20%), answers slower than the bot's
-timeout (30%), garbage (55%); a simulation run's child is killed with SIGKILL (38%, or as soon as
-one runs after that); PostgreSQL is stopped for 10 s and started again (45%). The bot's ``[llm]
-timeout_s`` is 15 s (an operator's choice; 120 by default).
+timeout (30%), garbage (55%); a simulation run's child is killed with SIGKILL (6%, or as soon as
+one runs after that: the simulations start at 5% and 10%, so their owner has one to resume);
+PostgreSQL is stopped for 10 s and started again (45%). The bot's ``[llm] timeout_s`` is 15 s (an
+operator's choice; 120 by default).
 
 Figures, per backend (messages and commands also per platform):
   - messages sent / stored / duplicated (stored more than once), lost (sent, not stored after
@@ -424,7 +425,7 @@ class Plan:
 
     def faults(self, backend: str) -> list[tuple[float, str]]:
         """(seconds into the run, fault) in order."""
-        at = [(0.15, "connection drop"), (0.20, "llm 500"), (0.30, "llm timeout"), (0.38, "kill a run's child"),
+        at = [(0.15, "connection drop"), (0.20, "llm 500"), (0.30, "llm timeout"), (0.06, "kill a run's child"),
               (0.55, "llm garbage"), (0.62, "connection drop")]
         if backend == "postgresql":
             at.append((0.45, "postgresql restart"))
