@@ -43,7 +43,8 @@ Figures, per backend (messages and commands also per platform):
     none waiting; a command counts as outside when no fault window meets the 30 s after it), and
     commands never answered outside fault windows;
   - resident memory of the bot per life: at ``--warm`` s (180, or 40% of a shorter life) after
-    its start and at its end, and the growth between them; of PostgreSQL and of the run
+    its start and at its end, and the growth between them, with the messages stored by its
+    warm-up (recall holds each one's vector in memory); of PostgreSQL and of the run
     children (lowest and highest over the run);
   - disk growth per hour of the data folder (and the PostgreSQL database);
   - jobs by final state and jobs left 'running' whose owner is not the live bot; simulations
@@ -894,6 +895,7 @@ class Soak:
             lives.append({"pid": life.pid, "start_s": round(life.started), "ready_s": round(life.ready or -1, 1),
                           "end_s": round(life.ended or -1), "end": life.how,
                           "rss_warm_mb": round(after[0] / 2**20) if after else None,
+                          "messages_at_warm": sum(1 for t in self.stored.values() if t <= warm_at),
                           "rss_end_mb": round(after[-1] / 2**20) if after else None,
                           "growth_pct": round(100 * (after[-1] - after[0]) / after[0], 1) if len(after) > 1 else None,
                           "rss_peak_mb": round(max(r for _, r in life.rss) / 2**20) if life.rss else None})
@@ -985,7 +987,8 @@ def render(r: dict) -> str:
              f"LLM requests by fault: {r['llm_requests']}; load average at the end {r['load_average']}",
              "lives (s from start; RSS MB at warm-up end, at the end, growth %):"]
     lines += [f"  pid {lf['pid']}: {lf['start_s']}-{lf['end_s']} ready {lf['ready_s']} ({lf['end']}): "
-              f"{lf['rss_warm_mb']} -> {lf['rss_end_mb']} MB ({lf['growth_pct']}%), peak {lf['rss_peak_mb']}"
+              f"{lf['rss_warm_mb']} -> {lf['rss_end_mb']} MB ({lf['growth_pct']}%), peak {lf['rss_peak_mb']}, "
+              f"{lf['messages_at_warm']} messages stored at warm-up"
               for lf in r["lives"]]
     lines.append(f"fault windows: {r['windows']}")
     if r["soak_errors"]:
