@@ -25,9 +25,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
+from bench.recall import plain_words
 from engine.memory import textutil
 from engine.memory.chattext import fit, searchable_text
-from engine.memory.textutil import content_words, fts_query
+from engine.memory.textutil import fts_query
 
 
 def query_now(text: str) -> str | None:
@@ -38,7 +39,7 @@ def query_now(text: str) -> str | None:
 
 def query_before(text: str, limit: int = 12) -> str | None:
     """textutil.fts_query as it was before chattext: content words, possessives kept."""
-    terms = list(dict.fromkeys(content_words(text)))[:limit]
+    terms = list(dict.fromkeys(plain_words(text)))[:limit]
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms) if terms else None
 
 

@@ -253,6 +253,16 @@ async def stage_two(args) -> None:
                   f"| {after['purity']:.3f} | {after['nmi']:.3f} | {time.perf_counter() - t0:.0f} |", flush=True)
 
 
+def write_directions(path: Path, fit: str, lines: int, seed: int) -> None:
+    """The fit corpus's unit mean direction and its top 10 principal directions, (11, dim) float32."""
+    embedder = Embedder.from_config(parse_config({"embedder": {"model": E5_MODEL}}).embedder)
+    vecs = embedder.encode(fit_lines(fit, lines, seed), "passage").astype(np.float64)
+    transform = Transform(vecs, 10)
+    rows = np.vstack([unit(transform.mean), transform.top]).astype(np.float32)
+    np.save(path, rows)
+    print(f"{path}: {rows.shape[0]} directions of {rows.shape[1]} dims, fitted on {lines} lines of {fit} (seed {seed})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--languages", nargs="+", choices=EVALUATED, default=list(EVALUATED))
@@ -263,8 +273,13 @@ def main() -> None:
     parser.add_argument("--base", type=float, nargs="+", default=[0.28], help="the candidate's base thresholds")
     parser.add_argument("--merge", type=float, nargs="+", help="the candidate's merge thresholds (default: e5's)")
     parser.add_argument("--raw-base", type=float, nargs="+", help="raw e5's other base thresholds")
+    parser.add_argument("--write-directions", metavar="PATH",
+                        help="write the directions routing projects out (engine/memory/router.py "
+                             "ROUTING_DIRECTIONS): the fit's unit mean, then its top 10 principal directions")
     args = parser.parse_args()
-    if args.replay:
+    if args.write_directions:
+        write_directions(Path(args.write_directions), args.fit[0], args.lines, args.seed)
+    elif args.replay:
         asyncio.run(stage_two(args))
     else:
         stage_one(args)

@@ -57,7 +57,7 @@ from engine.embedder import Embedder
 from engine.memory import MemoryEngine, MemoryMessage
 from engine.memory.audience import Viewer
 from engine.memory.keyword_sql import keyword_messages
-from engine.memory.textutil import content_words, fts_query
+from engine.memory.textutil import STOP_WORDS, fts_query, words
 from engine.services import build_services
 
 METHODS = ("ours", "keyword", "bm25", "trigram", "cosine")
@@ -114,15 +114,21 @@ def _mean(values) -> float:
 
 # -- baselines -----------------------------------------------------------------------------
 
+def plain_words(text: str) -> list[str]:
+    """The baselines' words: split at what is not a letter, English stop words left out (no
+    segmentation, no stemming, no other language's stop words: what a plain BM25 sees)."""
+    return [w for w in words(text) if len(w) > 1 and w not in STOP_WORDS]
+
+
 class Bm25Baseline:
     """Plain BM25 over one dialogue's turns (text and caption)."""
 
     def __init__(self, ids: list[str], docs: list[str]):
         self.ids = ids
-        self.index = BM25Okapi([content_words(d) or ["\x00"] for d in docs])
+        self.index = BM25Okapi([plain_words(d) or ["\x00"] for d in docs])
 
     def top(self, query: str, k: int) -> list[str]:
-        terms = content_words(query)
+        terms = plain_words(query)
         if not terms:
             return []
         scores = self.index.get_scores(terms)

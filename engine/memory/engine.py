@@ -453,7 +453,7 @@ class MemoryEngine:
             counts, forgotten, touched = await storage.forget_where(
                 self.db, self.cache, scope, f"id IN ({','.join('?' * len(ids))})", tuple(ids))
             self.messages.invalidate(scope)
-            self.cache.forget_channels(scope)  # they may be in a channel's routing context
+            self.cache.forget(scope)  # in a channel's routing context, the scope's centre, a speaker's mean
         self._rename_after_forgetting(scope, touched)
         await self._tell_forgotten(forgotten)
         return counts
@@ -477,7 +477,7 @@ class MemoryEngine:
             counts, forgotten, touched = await storage.forget_where(self.db, self.cache, scope, "author_id=?",
                                                                     (author_id,))
             self.messages.invalidate(scope)
-            self.cache.forget_channels(scope)  # their recent messages may be in any channel's context
+            self.cache.forget(scope)  # in any channel's routing context, the scope's centre, their speaker mean
         self._rename_after_forgetting(scope, touched)
         await self._tell_forgotten(forgotten)
         return counts

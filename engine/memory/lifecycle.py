@@ -30,9 +30,9 @@ from engine.offload import run_cpu
 
 
 def merge_pairs(index: CentroidIndex, threshold: float,
-                direction: np.ndarray | None = None) -> list[tuple[str, str, float]]:
+                basis: np.ndarray | None = None) -> list[tuple[str, str, float]]:
     """Disjoint pairs of worlds at least ``threshold`` similar (router.centred with the scope's
-    ``direction``), most similar first."""
+    ``basis``), most similar first."""
     ids = index.ids()
     if len(ids) < 2:
         return []
@@ -41,8 +41,8 @@ def merge_pairs(index: CentroidIndex, threshold: float,
     pairs = []
     for wid, found in zip(ids, index.search_many(vectors, 2)):
         for other, sim in found:
-            if direction is not None and other != wid:
-                sim = centred(vectors[row[wid]], vectors[row[other]], direction)
+            if basis is not None and other != wid:
+                sim = centred(vectors[row[wid]], vectors[row[other]], basis)
             if other != wid and sim >= threshold and wid < other:
                 pairs.append((wid, other, sim))
     pairs.sort(key=lambda p: -p[2])

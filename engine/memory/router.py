@@ -11,16 +11,31 @@ with the scope's mean direction projected out of both vectors (``centred``): the
 scope's messages, counted from a prior of generic chat lines in several languages (PRIOR_LINES)
 so that a new scope starts sensibly, then from its own messages. Measured on chatterbot-corpus
 in four languages (bench/RESULTS.md): fewer worlds per topic at the same purity, and one
-threshold that suits every language.
+threshold that suits every language. Besides the scope's mean, the model's shipped directions of
+chat (``[memory] routing_directions``, ROUTING_DIRECTIONS: the top principal directions every chat
+line varies along whatever its topic) are projected out too; as they move the best candidate
+away from the raw nearest centroids, ``[memory] candidates`` raw neighbours are re-scored.
+
+The speaker's direction (``[memory] speaker_prior``, on for e5): e5 embeds a message as "Speaker:
+text", so one person's lines share a direction of their own, and a person who changes topic is
+still drawn to the world of what they said last (a Portuguese chat of one person: a football match,
+then a leak in the garage, whose first lines joined the match's world; bench/RESULTS.md). Routing
+also takes out what is left of the speaker's running mean once the directions above are out,
+softly: a share n / (n + speaker_prior) of it for a speaker with n messages in the scope, so a
+newcomer's first lines are scored as before. Kept in memory per scope (a restart starts each
+speaker again from nothing).
+Stored vectors stay as the model gives them: recall and every other use of them is unchanged.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from engine.config import MemorySection
+from engine.config import E5_MODEL, MemorySection
 from engine.memory.models import MemoryMessage, RouteResult, WorldState, aware, new_world_id
 from engine.memory.textutil import content_words
 
@@ -37,15 +52,74 @@ PRIOR_LINES = ("Ana: ok", "Ben: good morning everyone", "Chloe: what do you thin
 PRIOR_WEIGHT = 3.0
 
 
-def centred(a: np.ndarray, b: np.ndarray, direction: np.ndarray | None) -> float:
-    """The cosine of ``a`` and ``b`` once the unit vector ``direction`` is projected out of both
-    (the plain cosine of ``a`` and unit ``b`` when ``direction`` is None)."""
+# Directions shipped per model that routing projects out besides the scope's mean ([memory]
+# routing_directions of them): e5's is the unit mean of 1,000 English chat lines of chitchat-dataset,
+# then their top 10 principal directions, written by
+# `python -m bench.e5_postprocess --fit chitchat --write-directions engine/memory/e5_directions.npy`.
+ROUTING_DIRECTIONS = {E5_MODEL: Path(__file__).with_name("e5_directions.npy")}
+
+
+@functools.cache
+def _shipped(model: str) -> np.ndarray | None:
+    path = ROUTING_DIRECTIONS.get(model)
+    return np.load(path).astype(np.float32) if path is not None else None
+
+
+def fixed_directions(model: str, n: int) -> np.ndarray | None:
+    """The shipped mean direction and first ``n`` principal directions of ``model`` (None when
+    ``n`` is 0 or the model ships none)."""
+    found = _shipped(model) if n > 0 else None
+    return None if found is None else found[:n + 1]
+
+
+def centred(a: np.ndarray, b: np.ndarray, basis: np.ndarray | None) -> float:
+    """The cosine of ``a`` and ``b`` once the directions of ``basis`` (orthonormal rows) are
+    projected out of both (the plain cosine of ``a`` and unit ``b`` when ``basis`` is None)."""
     ab = float(a @ b)
-    if direction is None:
+    if basis is None:
         return ab
-    au, bu = float(a @ direction), float(b @ direction)
-    norms = (float(a @ a) - au * au) * (float(b @ b) - bu * bu)
-    return (ab - au * bu) / np.sqrt(norms) if norms > 1e-12 else 0.0
+    au, bu = basis @ a, basis @ b
+    norms = (float(a @ a) - float(au @ au)) * (float(b @ b) - float(bu @ bu))
+    return (ab - float(au @ bu)) / np.sqrt(norms) if norms > 1e-12 else 0.0
+
+
+def centred_many(a: np.ndarray, bs: np.ndarray, basis: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """``centred`` of ``a`` with each row of ``bs``, in one pass; with ``weights``, row i of
+    ``basis`` is taken out only in part (weight 2s - s^2 takes out a share s of the component)."""
+    au, bu = basis @ a, bs @ basis.T
+    wa, wu = (au, bu) if weights is None else (au * weights, bu * weights)
+    norms = (float(a @ a) - float(wa @ au)) * (np.einsum("ij,ij->i", bs, bs) - np.einsum("ij,ij->i", wu, bu))
+    return np.where(norms > 1e-12, (bs @ a - wu @ au) / np.sqrt(np.maximum(norms, 1e-12)), 0.0)
+
+
+def with_speaker(basis: np.ndarray, speaker: tuple[np.ndarray, int] | None,
+                 prior: float) -> tuple[np.ndarray, np.ndarray | None]:
+    """``basis`` and the speaker's direction: what is left of their mean vector once ``basis`` is
+    projected out, to be taken out in the share n / (n + prior) (weights for centred_many)."""
+    if speaker is None or prior <= 0:
+        return basis, None
+    total, n = speaker
+    rest = total - basis.T @ (basis @ total)
+    norm = float(np.linalg.norm(rest))
+    if n <= 0 or norm < 1e-9:
+        return basis, None
+    share = n / (n + prior)
+    weights = np.append(np.ones(len(basis)), 2 * share - share * share)
+    return np.vstack([basis, (rest / norm).astype(basis.dtype)]), weights
+
+
+def speaker_key(message: MemoryMessage) -> str:
+    """Who wrote ``message``: the platform's id of its author, or its name for imported history."""
+    return message.author_id or message.author
+
+
+def projection_basis(fixed: np.ndarray | None, centre: np.ndarray) -> np.ndarray:
+    """Orthonormal rows spanning the model's ``fixed`` directions (or none) and the scope's unit
+    ``centre``: what ``centred`` projects out."""
+    if fixed is None or not len(fixed):
+        return centre[None, :]
+    q, _ = np.linalg.qr(np.vstack([fixed, centre]).T)
+    return np.ascontiguousarray(q.T)
 
 
 def threshold(cfg: MemorySection, maturity: float) -> float:
@@ -104,9 +178,14 @@ def route(cfg: MemorySection, state: "ScopeState", channel: "ChannelState", mess
         channel.recent.popleft()
     context = [v for _, v in list(channel.recent)[-cfg.context_messages:]] if cfg.context_messages else []
     query = routing_vector(cfg, vec, context)
-    direction = state.centre()
-    candidates = [Candidate(wid, sim if direction is None else centred(query, index.vector(wid), direction),
-                            state.worlds[wid].maturity) for wid, sim in index.search(query, cfg.candidates)]
+    basis, weights = state.centre(), None
+    if basis is not None:
+        basis, weights = with_speaker(basis, state.speaker(speaker_key(message)), cfg.speaker_prior)
+    nearest = index.search(query, cfg.candidates)
+    if basis is not None and nearest:
+        rescored = centred_many(query, index.vectors([wid for wid, _ in nearest]), basis, weights)
+        nearest = [(wid, float(sim)) for (wid, _), sim in zip(nearest, rescored)]
+    candidates = [Candidate(wid, sim, state.worlds[wid].maturity) for wid, sim in nearest]
     chosen = choose(cfg, candidates)
     short = is_short(cfg, message.text)
     recent_world = (channel.world_id if channel.world_id is not None and channel.world_id in index
@@ -121,7 +200,8 @@ def route(cfg: MemorySection, state: "ScopeState", channel: "ChannelState", mess
         # Little content of its own: it belongs to what the channel is talking about.
         world = state.worlds[recent_world]
         sim = next((c.similarity for c in candidates if c.world_id == world.id),
-                   centred(query, index.vector(world.id), direction))
+                   float(centred_many(query, index.vector(world.id)[None, :], basis, weights)[0]) if basis is not None
+                   else float(query @ index.vector(world.id)))
         result = RouteResult(world.id, "follow", sim)
     else:
         world = WorldState(new_world_id(), 0, audience=audience)
@@ -133,6 +213,8 @@ def route(cfg: MemorySection, state: "ScopeState", channel: "ChannelState", mess
     world.access_count += 1
     world.evidence += 1
     state.count_in_centre(vec)
+    if cfg.speaker_prior > 0:
+        state.count_speaker(speaker_key(message), vec)
     channel.world_id, channel.last_ts = world.id, ts
     if not short:
         channel.recent.append((ts, vec))

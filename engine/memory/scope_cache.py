@@ -15,7 +15,7 @@ This module owns ``memory_scope_stamps`` (tests/test_sql_owners.py).
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Callable
@@ -29,6 +29,9 @@ from engine.memory import beliefs as belief_store, records, router
 from engine.memory.index import CentroidIndex
 from engine.memory.models import WorldState, from_blob, maturity, parse_ts
 from engine.offload import run_cpu
+
+# Speakers whose running mean a scope keeps for routing ([memory] speaker_prior): 1.5 KB each (e5).
+SPEAKERS_KEPT = 2000
 
 
 def in_use(alias: str = "") -> str:
@@ -45,16 +48,32 @@ class ScopeState:
     change_token: int = 0   # the database's change token when last checked
     stamp: int = 0          # memory_scope_stamps.stamp when last checked
     centre_sum: np.ndarray | None = None   # [memory] routing_centre: the prior + the scope's messages
+    fixed: np.ndarray | None = None        # [memory] routing_directions: the model's, projected out too
+    # [memory] speaker_prior: per author, the sum of their messages' vectors and their count, in memory
+    # only, the SPEAKERS_KEPT who spoke last (one who comes back after that starts again as a newcomer)
+    speakers: OrderedDict[str, tuple[np.ndarray, int]] = field(default_factory=OrderedDict)
 
     def centre(self) -> np.ndarray | None:
-        """The unit mean direction of the scope's messages (router.centred), or None without centring."""
+        """What routing projects out of its similarities (router.centred): the unit mean direction
+        of the scope's messages and the model's fixed directions; None without centring."""
         if self.centre_sum is None:
             return None
-        return self.centre_sum / max(float(np.linalg.norm(self.centre_sum)), 1e-12)
+        return router.projection_basis(self.fixed, self.centre_sum / max(float(np.linalg.norm(self.centre_sum)), 1e-12))
 
     def count_in_centre(self, vec: np.ndarray) -> None:
         if self.centre_sum is not None:
             self.centre_sum += vec
+
+    def speaker(self, author: str) -> tuple[np.ndarray, int] | None:
+        """The sum of ``author``'s message vectors in this scope and their count, or None."""
+        return self.speakers.get(author)
+
+    def count_speaker(self, author: str, vec: np.ndarray) -> None:
+        if self.centre_sum is not None:
+            total, n = self.speakers.pop(author, (np.zeros(len(vec), dtype=np.float32), 0))
+            self.speakers[author] = (total + vec, n + 1)
+            if len(self.speakers) > SPEAKERS_KEPT:
+                self.speakers.popitem(last=False)
 
     def index(self, audience: str) -> CentroidIndex:
         found = self.indexes.get(audience)
@@ -128,7 +147,8 @@ async def load_scope(db: Database, embedder: Embedder, cfg: MemorySection, scope
         await run_cpu(indexes[audience].build, [r["id"] for r in part], vectors)
         if centre is not None:
             centre += np.asarray([r["evidence"] for r in part], dtype=np.float64) @ vectors
-    return ScopeState(indexes, worlds, new_index, version, scope_stamp, centre)
+    fixed = router.fixed_directions(embedder.model_name, cfg.routing_directions) if centre is not None else None
+    return ScopeState(indexes, worlds, new_index, version, scope_stamp, centre, fixed)
 
 
 async def load_channel(db: Database, cfg: MemorySection, scope: str, channel: str) -> ChannelState:

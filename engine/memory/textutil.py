@@ -71,7 +71,11 @@ def words(text: str) -> list[str]:
 
 
 def content_words(text: str) -> list[str]:
-    return [w for w in words(text) if len(w) > 1 and w not in STOP_WORDS]
+    """The words of ``text`` that say what it is about, in its own language: cut into words where
+    its script has no spaces (Thai, Chinese, Japanese: engine.memory.terms), the stop words and
+    chat filler of its language and of English left out, one-letter words of cased scripts too."""
+    stop = STOP_WORDS | stop_words(terms.detect_language(text))
+    return [w for w, cased in terms.segments(text) if w not in stop and (len(w) > 1 or not cased)]
 
 
 @dataclass(frozen=True)

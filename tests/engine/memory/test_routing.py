@@ -8,10 +8,11 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from engine.config import MemorySection
+from engine.config import E5_MODEL, MINILM_MODEL, MemorySection
 from engine.memory import beliefs as belief_store, router
 from engine.memory.beliefs import NewBelief
 from engine.memory.models import from_blob, iso, utcnow
+from engine.memory.scope_cache import SPEAKERS_KEPT, ScopeState
 from tests.helpers.memory import Chat, close_engine, open_engine
 
 PANDAS = "how do I read a csv file with pandas"
@@ -27,6 +28,69 @@ def test_threshold_rises_with_maturity_and_alpha_shrinks():
     assert router.alpha(cfg, 3, 1.0) == pytest.approx(0.25 * 0.3)
     assert router.is_short(cfg, "ok") and router.is_short(cfg, "what about tomorrow?")
     assert not router.is_short(cfg, PANDAS)
+
+
+def test_centred_similarity_is_the_cosine_of_what_is_left_once_the_basis_is_projected_out():
+    rng = np.random.default_rng(0)
+    a, b, centre = (router.normalise(rng.normal(size=384)) for _ in range(3))
+    fixed = router.fixed_directions(E5_MODEL, 10)
+    assert fixed is not None and fixed.shape == (11, 384)   # the mean of chat, then 10 principal directions
+    basis = router.projection_basis(fixed, centre)
+    assert basis.shape == (12, 384) and np.allclose(basis @ basis.T, np.eye(12), atol=1e-5)
+    left_a, left_b = a - basis.T @ (basis @ a), b - basis.T @ (basis @ b)
+    expected = float(left_a @ left_b) / float(np.linalg.norm(left_a) * np.linalg.norm(left_b))
+    assert router.centred(a, b, basis) == pytest.approx(expected, abs=1e-5)
+    assert router.centred(a, b, None) == pytest.approx(float(a @ b))
+    many = np.stack([a, b, centre])
+    assert router.centred_many(a, many, basis) == pytest.approx([router.centred(a, v, basis) for v in many], abs=1e-5)
+    assert router.centred(a, b, router.projection_basis(None, centre)) == pytest.approx(
+        (float(a @ b) - float(a @ centre) * float(b @ centre))
+        / np.sqrt((1 - float(a @ centre) ** 2) * (1 - float(b @ centre) ** 2)), abs=1e-5)   # the mean alone
+    assert router.fixed_directions(E5_MODEL, 0) is None and router.fixed_directions(MINILM_MODEL, 10) is None
+
+
+
+def test_the_speakers_direction_is_taken_out_in_the_share_n_over_n_plus_prior():
+    rng = np.random.default_rng(1)
+    a, b, centre, mine = (router.normalise(rng.normal(size=384)) for _ in range(4))
+    basis = router.projection_basis(router.fixed_directions(E5_MODEL, 10), centre)
+    assert router.with_speaker(basis, None, 10.0) == (basis, None)               # a newcomer: as before
+    assert router.with_speaker(basis, (mine * 3, 3), 0.0) == (basis, None)       # off
+    extended, weights = router.with_speaker(basis, (mine * 10, 10), 10.0)
+    assert extended.shape == (13, 384) and np.allclose(extended @ extended.T, np.eye(13), atol=1e-5)
+    assert weights[:12] == pytest.approx(np.ones(12)) and weights[12] == pytest.approx(0.75)   # half out: 2s - s^2
+    # Taking out half of the speaker's component: the cosine of what is left of a and b.
+    u = extended[12]
+    left_a, left_b = (v - basis.T @ (basis @ v) for v in (a, b))
+    left_a, left_b = left_a - 0.5 * (left_a @ u) * u, left_b - 0.5 * (left_b @ u) * u
+    expected = float(left_a @ left_b) / float(np.linalg.norm(left_a) * np.linalg.norm(left_b))
+    assert router.centred_many(a, b[None, :], extended, weights)[0] == pytest.approx(expected, abs=1e-5)
+    # Weight 1 everywhere is the full projection.
+    assert router.centred_many(a, b[None, :], extended, np.ones(13))[0] == pytest.approx(
+        router.centred(a, b, extended), abs=1e-5)
+
+def test_a_scope_keeps_the_means_of_the_speakers_who_spoke_last():
+    state = ScopeState({}, {}, lambda: None, centre_sum=np.zeros(4))
+    vec = np.ones(4, dtype=np.float32)
+    for n in range(SPEAKERS_KEPT + 1):
+        state.count_speaker(f"member {n}", vec)
+    state.count_speaker("member 1", vec)    # speaks again: now the last to have spoken
+    state.count_speaker("newcomer", vec)
+    assert len(state.speakers) == SPEAKERS_KEPT
+    assert state.speaker("member 0") is None and state.speaker("member 2") is None   # the longest silent went
+    total, n = state.speaker("member 1")
+    assert n == 2 and total == pytest.approx(2 * vec)
+
+
+def test_short_counts_the_words_of_the_messages_own_language():
+    cfg = MemorySection(short_max_content_words=2)
+    # Portuguese greetings and stop words say nothing about a topic
+    assert router.is_short(cfg, "oi pessoal, alguém vai?")
+    assert not router.is_short(cfg, "o cano da garagem estourou de novo e alagou tudo")
+    # written without spaces: cut into words before they are counted, not one word per clause
+    assert not router.is_short(cfg, "サッカーの試合を見ましたか")
+    assert not router.is_short(cfg, "วันนี้ฝนตกหนักมาก น้ำท่วมถนน")
+    assert router.is_short(cfg, "ครับ")
 
 
 async def test_birth_absorb_moves_centroid_by_alpha(db_url):
