@@ -212,8 +212,11 @@ def setup(app) -> None:
     async def worlds(ctx: CommandContext) -> None:
         who, where = await chosen_viewer(ctx)
         found = await engine.worlds(who)
+        waiting = await engine.unsorted(who)
         if not found:
-            await ctx.reply.send(_("No worlds yet: nothing remembered in {where}.", where=where))
+            await ctx.reply.send(_("No worlds yet: {messages} still being sorted into worlds. Try /worlds again "
+                                   "in a moment.", messages=plural(waiting, "{n} message", "{n} messages"))
+                                 if waiting else _("No worlds yet: nothing remembered in {where}.", where=where))
             return
         lines = [_("{worlds}, most recently active first:", worlds=plural(len(found), "{n} world", "{n} worlds"))]
         for w in found[:30]:
@@ -221,6 +224,9 @@ def setup(app) -> None:
                            ago=ago(w.last_active)))
         if len(found) > 30:
             lines.append(_("… and {n} more. /world <name or id> shows one.", n=len(found) - 30))
+        if waiting:
+            lines.append(_("({messages} still being sorted into worlds.)",
+                           messages=plural(waiting, "{n} message", "{n} messages")))
         await ctx.reply.send("\n".join(lines))
 
     @reg.command("world", N_("One world's beliefs, newest first (superseded ones marked ✗)"),

@@ -398,6 +398,11 @@ class MemoryEngine:
         await self._routed(viewer.scope)
         return await retrieval.world_infos(self.db, viewer, archived=archived)
 
+    async def unsorted(self, viewer: Viewer | str) -> int:
+        """How many messages the viewer may read are stored but not yet in a world: the embedding
+        worker is behind (a burst, an import, a restart)."""
+        return await retrieval.unsorted(self.db, Viewer.of(viewer))
+
     async def world(self, viewer: Viewer | str, name_or_id: str) -> tuple[WorldInfo, list[Belief]] | None:
         """A world the viewer sees, by id, id prefix or topic words, with all its beliefs (superseded ones
         too), newest first."""

@@ -244,6 +244,13 @@ async def pending_count(db: Database) -> int:
     return await db.fetchval("SELECT count(*) FROM memory_messages WHERE world_id IS NULL", default=0)
 
 
+async def pending_seen(db: Database, scope: str, sees: str, seen: Sequence[str]) -> int:
+    """How many of the scope's stored messages that meet ``sees`` (over ``m.audience``, a pending
+    row's own) wait for their vector and world."""
+    return await db.fetchval(f"SELECT count(*) FROM memory_messages m WHERE m.scope=? AND m.world_id IS NULL "
+                             f"AND {sees}", (scope, *seen), 0)
+
+
 async def newest_row(db: Database, scope: str) -> int:
     """The highest row id of the scope's stored messages (0 when none)."""
     return await db.fetchval("SELECT max(id) FROM memory_messages WHERE scope=?", (scope,), 0) or 0

@@ -265,6 +265,12 @@ async def world_beliefs(db: Database, viewer: Viewer, world_id: str) -> list[Bel
     return await belief_store.of_world(db, viewer.scope, world_id)
 
 
+async def unsorted(db: Database, viewer: Viewer) -> int:
+    """How many messages the viewer may read are stored but not yet in a world (engine.memory.pending)."""
+    sees, seen = viewer.where("m.audience")
+    return await records.pending_seen(db, viewer.scope, sees, seen)
+
+
 async def recent_messages(db: Database, viewer: Viewer, world_id: str, n: int = RECENT_MESSAGES) -> list[Evidence]:
     """A world's newest messages, newest first (what /world shows before beliefs exist)."""
     sees, seen = viewer.where(message_audience())

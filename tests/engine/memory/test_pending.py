@@ -108,6 +108,9 @@ async def test_a_pending_message_of_a_private_channel_stays_in_its_audience(db):
         public = chat.msg("the bonus for the raffle is a bicycle", channel="general")
         public.audience = ""
         assert await engine.store([secret, public]) == 2
+        # waiting for a world, counted for /worlds within what each may read
+        assert await engine.unsorted(Viewer(chat.scope, "")) == 1
+        assert await engine.unsorted(Viewer(chat.scope, "staff")) == 2
         outsider = await engine.recall(Viewer(chat.scope, ""), "bonus pool")
         assert [e.text for e in outsider.evidence] == ["the bonus for the raffle is a bicycle"]
         insider = await engine.recall(Viewer(chat.scope, "staff"), "bonus pool")
@@ -123,6 +126,7 @@ async def test_a_pending_message_of_a_private_channel_stays_in_its_audience(db):
         embedder.gate.set()
         await until(lambda: routed(db), 60, "both routed")
         await engine.embedded()
+        assert await engine.unsorted(Viewer.operator(chat.scope)) == 0
         worlds = {w.audience for w in await engine.worlds(Viewer.operator(chat.scope))}
         assert worlds == {"", "general"}
         assert (await engine.recall(Viewer(chat.scope, ""), "raffle bicycle")).evidence == []
