@@ -229,9 +229,9 @@ class SimulationSection(Section):
     entity_merge_similarity: float = Field(CALIBRATED[E5_MODEL]["simulation"]["entity_merge_similarity"],
                                            ge=0.0, le=1.0)
     graph_cache_size: int = Field(8, ge=1, le=1000)  # simulation graphs kept loaded for reading (LRU)
-    # measured (bench/RESULTS.md, "At scale"): 300 agents run at bare camel-oasis's pace; at 1,000 a
-    # round grows past 10 minutes on 2 shared cores
-    max_agents: int = Field(300, ge=1, le=1000)
+    # measured (bench/RESULTS.md, "At scale"): 1,000 agents x 10 rounds in 14 min on 2 cores, 517 MiB,
+    # a round 49-107 s (feeds capped at comments_per_post); bare camel-oasis's second round took 281 s
+    max_agents: int = Field(1000, ge=1, le=1000)
     default_agents: int = Field(20, ge=1)
     persona_batch: int = Field(15, ge=1, le=50)
     persona_concurrency: int = Field(3, ge=1, le=32)

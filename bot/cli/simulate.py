@@ -189,7 +189,7 @@ async def simulate(args, config) -> int:
                 cost = await sims.estimate(docs, args.requirement, sizes, brief_cost)
                 what = f"a brief {brief.describe()}" if brief else f"{len(docs)} document(s)"
                 runs = f", {sizes.runs} runs" if sizes.runs > 1 else ""
-                print(f"{what}, {sizes.agents} agents{CROWD_NOTE}, {sizes.rounds} rounds{runs}; "
+                print(f"{what}, {sizes.agents:,} agents{CROWD_NOTE}, {sizes.rounds:,} rounds{runs}; "
                       f"estimated {cost.describe()}", file=sys.stderr)
                 for note in sizes.notes:
                     print(f"note: {note}", file=sys.stderr)

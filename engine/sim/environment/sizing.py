@@ -38,11 +38,11 @@ def resolve(sim: SimulationSection, agents: int | None, rounds: int | None, runs
     notes = []
     chosen_agents, chosen_rounds = agents or sim.default_agents, rounds or sim.default_rounds
     if chosen_agents > sim.max_agents:
-        notes.append(_("agents capped at {most} (asked {asked}; [simulation] max_agents)", most=sim.max_agents,
+        notes.append(_("agents capped at {most} (asked {asked}; [simulation] max_agents)", most=number(sim.max_agents),
                        asked=number(chosen_agents)))
         chosen_agents = sim.max_agents
     if chosen_rounds > sim.max_rounds:
-        notes.append(_("rounds capped at {most} (asked {asked}; [simulation] max_rounds)", most=sim.max_rounds,
+        notes.append(_("rounds capped at {most} (asked {asked}; [simulation] max_rounds)", most=number(sim.max_rounds),
                        asked=number(chosen_rounds)))
         chosen_rounds = sim.max_rounds
     chosen_runs = runs or 1

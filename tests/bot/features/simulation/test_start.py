@@ -17,21 +17,21 @@ from tests.helpers.sim import SAMPLE, console_session
 
 def confirming_config(tmp_path, server) -> Path:
     """Every simulation asks for /confirm (an unpriced model above 1 token); the daily budget is
-    raised so that the largest request the caps allow (300 agents x 72 rounds) is not refused."""
+    raised so that the largest request the caps allow (1,000 agents x 72 rounds) is not refused."""
     return write_config(tmp_path, {"llm": llm(server, daily_budget_tokens=10**9),
                                    "simulation": {"confirm_above_tokens": 1}})
 
 
 async def test_chat_shows_clamps_and_refuses_bad_or_unknown_options_before_confirm(openai_server, embedder,
                                                                                    tmp_path, capsys):
-    # the daily budget raised: the largest request the caps allow (300 agents x 72 rounds) is not refused
+    # the daily budget raised: the largest request the caps allow (1,000 agents x 72 rounds) is not refused
     async with console_session(tmp_path, llm(openai_server, daily_budget_tokens=10**9), steps=None,
                                confirm_above_tokens=1) as (app, console):
         await console.handle_line(f"/simulate {SAMPLE} How will the strike end? --agents 100000 --rounds 500")
         out = capsys.readouterr().out
-        assert "300 agents (the actors the documents name, then members of the public), 72 rounds" \
+        assert "1,000 agents (the actors the documents name, then members of the public), 72 rounds" \
             in out and "/confirm " in out
-        assert "agents capped at 300 (asked 100,000; [simulation] max_agents)" in out
+        assert "agents capped at 1,000 (asked 100,000; [simulation] max_agents)" in out
         assert "rounds capped at 72 (asked 500; [simulation] max_rounds)" in out
 
         await console.handle_line(f"/simulate {SAMPLE} How will the strike end? --agents -1")
@@ -61,9 +61,9 @@ def test_cli_shows_clamps_and_refuses_bad_or_unknown_options(openai_server, tmp_
     openai_server.responder = lambda body: Raw(401, {"error": {"message": "bad key"}})
     capped = run_cli(tmp_path, "--agents", "100000")
     assert capped.returncode == 1, capped.stderr
-    assert "300 agents (the actors the documents name, then members of the public), 24 rounds; estimated about" \
+    assert "1,000 agents (the actors the documents name, then members of the public), 24 rounds; estimated about" \
         in capped.stderr
-    assert "note: agents capped at 300 (asked 100,000; [simulation] max_agents)" in capped.stderr
+    assert "note: agents capped at 1,000 (asked 100,000; [simulation] max_agents)" in capped.stderr
 
 
 async def test_runs_are_clamped_counted_against_the_caps_and_shown_before_confirm(openai_server, embedder,
