@@ -1,7 +1,6 @@
 """Routing and lifecycle semantics of the memory engine, with the real embedder."""
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import timedelta
 
@@ -14,6 +13,7 @@ from engine.memory.beliefs import NewBelief
 from engine.memory.models import from_blob, iso, utcnow
 from engine.memory.scope_cache import SPEAKERS_KEPT, ScopeState
 from tests.helpers.memory import Chat, close_engine, open_engine
+from tests.helpers.wait import until
 
 PANDAS = "how do I read a csv file with pandas"
 PANDAS_2 = "pandas read_csv takes a sep argument for the csv delimiter"
@@ -219,10 +219,8 @@ async def test_topics_are_renamed_in_the_background_as_worlds_grow(db_url):
     chat = Chat()
     for text in (PANDAS, PANDAS_2, "pandas groupby on a big csv is slow"):
         await engine.ingest(chat.msg(text))
-    for _ in range(1000):   # up to 20 s: a loaded machine names late
-        worlds = await engine.worlds(chat.scope)
-        if await db.fetchval("SELECT topic_size FROM worlds"):  # named since it was born
-            break
-        await asyncio.sleep(0.02)
+    # named since it was born (before, its first line's words), then read: a loaded machine names late
+    await until(lambda: db.fetchval("SELECT topic_size FROM worlds"), 20, "the world named")
+    worlds = await engine.worlds(chat.scope)
     assert set(worlds[0].topic.lower().split()[:2]) == {"pandas", "csv"}, worlds[0].topic
     await close_engine(db, engine)
