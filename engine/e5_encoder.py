@@ -43,6 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.onnx_encoder import cpu_session
+
 log = logging.getLogger(__name__)
 
 QK = 32                          # weights per Q4_0 block
@@ -275,7 +277,7 @@ class E5Encoder:
         # and the machine run; on two shared cores they slowed embedding itself by up to half
         # (python -m bench.e5_batching).
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        return cpu_session(path, options)
 
     @classmethod
     def packaged(cls, cache: Path) -> "E5Encoder":
