@@ -103,8 +103,8 @@ def cpu_session(path: Path, options: Any) -> Any:
     """An ONNX Runtime session on the CPU, with ``options`` and without a memory arena: the arena
     grows to the largest batch run so far and never gives it back, so one simulation's document
     chunks (long texts, batches of 64) kept 700 MB in the bot for good while chat lines need tens
-    (tests/engine/test_e5_encoder.py); without it a batch's memory is freed after it, for about 4%
-    more CPU on batched embedding and the same vectors to the bit."""
+    (tests/engine/test_e5_encoder.py); without it a batch's memory is freed after it, at the same
+    CPU cost within noise and the same vectors to the bit (python -m bench.onnx_arena)."""
     import onnxruntime as ort
     options.enable_cpu_mem_arena = False
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
