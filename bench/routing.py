@@ -68,7 +68,8 @@ def scores(lines: list[ChatLine], world_of: dict[str, str]) -> dict[str, float]:
             "nmi": normalized_mutual_info_score(topics, worlds)}
 
 
-def ceilings(lines: list[ChatLine], vectors: np.ndarray, seed: int) -> list[str]:
+def ceilings(lines: list[ChatLine], vectors: np.ndarray, seed: int) -> list[tuple[str, dict[str, float]]]:
+    """(name, scores) of each offline clustering of the message vectors."""
     topics = len({line.topic for line in lines})
     convs = sorted({line.conversation for line in lines})
     conv_vectors = np.array([vectors[[i for i, line in enumerate(lines) if line.conversation == c]].mean(axis=0)
@@ -81,9 +82,7 @@ def ceilings(lines: list[ChatLine], vectors: np.ndarray, seed: int) -> list[str]
         for name, labels in ((f"k-means, {per_topic}/topic", by_message),
                              (f"k-means of conversations, {per_topic}/topic",
                               [by_conv[line.conversation] for line in lines])):
-            r = scores(lines, {str(i): str(x) for i, x in enumerate(labels)})
-            out.append(f"{name:<36} {r['worlds']:>4} worlds, {r['per_topic']:5.1f}/topic, "
-                       f"purity {r['purity']:.3f}, NMI {r['nmi']:.3f}")
+            out.append((name, scores(lines, {str(i): str(x) for i, x in enumerate(labels)})))
     return out
 
 
@@ -127,8 +126,9 @@ async def run(args) -> None:
           f"{len(convs)} conversations, topic changes every {args.run} conversations, "
           f"{sum(line.text in FILLERS for line in lines)} filler replies")
     vectors = await embedder.embed([line.text for line in lines])
-    for text in ceilings(lines, np.asarray(vectors), args.seed):
-        print("offline", text, flush=True)
+    for name, r in ceilings(lines, np.asarray(vectors), args.seed):
+        print(f"offline {name:<36} {r['worlds']:>4} worlds, {r['per_topic']:5.1f}/topic, "
+              f"purity {r['purity']:.3f}, NMI {r['nmi']:.3f}", flush=True)
     for name, cfg in rules(config.memory).items():
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()

