@@ -44,7 +44,10 @@ Figures, per backend (messages and commands also per platform):
     commands never answered outside fault windows;
   - resident memory of the bot per life: at ``--warm`` s (180, or 40% of a shorter life) after
     its start and at its end, and the growth between them, with the messages stored by its
-    warm-up (recall holds each one's vector in memory); of PostgreSQL and of the run
+    warm-up (recall holds each one's vector in memory). Each of the two is the median of the
+    samples (every 5 s) over ``RSS_WINDOW_S``: the bot gives free pages back to the system once a
+    minute (engine.allocator), so its memory is a saw of about 90 MB and one sample would say
+    where in the saw it fell rather than what the bot holds. Of PostgreSQL and of the run
     children (lowest and highest over the run);
   - disk growth per hour of the data folder (and the PostgreSQL database);
   - jobs by final state and jobs left 'running' whose owner is not the live bot; simulations
@@ -120,6 +123,7 @@ DROP_S = 20.0  # how long a connection drop counts as a fault window (Telegram: 
 # after a kill -9 on Telegram the bot polls again only once it handled the updates the dead one
 # had stored but not finished (bot/adapters/telegram_inbox.py): minutes, with a backlog
 RESTART_WAIT_S = 900.0
+RSS_WINDOW_S = 120.0  # the bot's memory at warm-up and at a life's end: the median over two minutely trims
 PATIENCE_S = 60.0   # the owner asks again for a simulation, fork or resume after this long with no answer
 SIM_REQUIREMENT = "What happens in the port next week?"
 # which option each positional word of a command is (Discord sends options, Telegram the words)
@@ -891,13 +895,18 @@ class Soak:
         lives = []
         for life in self.lives:
             warm_at = life.started + min(self.plan.warm, 0.4 * ((life.ended or self.now()) - life.started))
-            after = [r for t, r in life.rss if t >= warm_at]
+            window = min(RSS_WINDOW_S, 0.2 * ((life.ended or self.now()) - life.started))
+            after = [(t, r) for t, r in life.rss if t >= warm_at]
+            warm = [r for t, r in after if t < warm_at + window]
+            end = [r for t, r in after if t > after[-1][0] - window] if after else []
+            warm_mb, end_mb = (statistics.median(warm) / 2**20 if warm else None,
+                               statistics.median(end) / 2**20 if end else None)
             lives.append({"pid": life.pid, "start_s": round(life.started), "ready_s": round(life.ready or -1, 1),
                           "end_s": round(life.ended or -1), "end": life.how,
-                          "rss_warm_mb": round(after[0] / 2**20) if after else None,
+                          "rss_warm_mb": round(warm_mb) if warm_mb else None,
                           "messages_at_warm": sum(1 for t in self.stored.values() if t <= warm_at),
-                          "rss_end_mb": round(after[-1] / 2**20) if after else None,
-                          "growth_pct": round(100 * (after[-1] - after[0]) / after[0], 1) if len(after) > 1 else None,
+                          "rss_end_mb": round(end_mb) if end_mb else None,
+                          "growth_pct": round(100 * (end_mb - warm_mb) / warm_mb, 1) if warm_mb and end_mb else None,
                           "rss_peak_mb": round(max(r for _, r in life.rss) / 2**20) if life.rss else None})
         twice = [n for side in self.sides if (n := side.run_twice()) is not None]
         return {
