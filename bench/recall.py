@@ -30,11 +30,13 @@ models side by side in one run, each with its own calibrated thresholds.
     nice -n 10 python -m bench.recall --locomo PATH [--conversations N] [--k 5 10] [--models M ...]
     nice -n 10 python -m bench.recall --synthetic [--seed S]
     nice -n 10 python -m bench.recall --languages [--seed S] [--models M ...]
-    nice -n 10 python -m bench.recall --locomo PATH --backends sqlite postgresql
+    nice -n 10 python -m bench.recall --locomo PATH --backends sqlite postgresql [sqlite-each]
 
 ``--backends``: the same dialogues imported into each database in turn (PostgreSQL: a server
 started for the run, as bench.storage_backends does), figures side by side, and how often the
-two databases' keyword top k agree.
+first database's keyword top k agree with each other's. ``sqlite-each`` gives every dialogue a
+SQLite database of its own: FTS5 weighs words by the whole database, PostgreSQL by the asking
+scope, so this is SQLite ranking each scope as if it were alone.
 """
 from __future__ import annotations
 
@@ -187,6 +189,9 @@ class RecordingEmbedder(Embedder):
         return np.stack([self.seen[t] for t in texts])
 
 
+EACH = "sqlite-each"   # --backends: one SQLite database per dialogue
+
+
 # -- the run -------------------------------------------------------------------------------
 
 def scope_of(dialogue: Dialogue) -> str:
@@ -214,10 +219,12 @@ async def keyword_top(engine: MemoryEngine, scope: str, question: str, k: int) -
 
 
 async def evaluate(engine: MemoryEngine, embedder: RecordingEmbedder, dialogues: list[Dialogue], ks: list[int],
-                   log=print, keyword_log: list | None = None) -> dict[tuple[str, int], Tally]:
+                   log=print, keyword_log: list | None = None,
+                   tallies: dict[tuple[str, int], Tally] | None = None) -> dict[tuple[str, int], Tally]:
     """Import every dialogue into its own scope, then ask every question each way at each k
-    (the keyword top k of each question is appended to ``keyword_log`` when given)."""
-    tallies = {(m, k): Tally() for m in METHODS for k in ks}
+    (the keyword top k of each question is appended to ``keyword_log`` when given), adding to
+    ``tallies`` when given (dialogues evaluated in several databases, one table)."""
+    tallies = tallies if tallies is not None else {(m, k): Tally() for m in METHODS for k in ks}
     for d in dialogues:
         t0 = time.perf_counter()
         await engine.ingest_many(messages_of(d))
@@ -281,22 +288,25 @@ async def run(dialogues: list[Dialogue], args, model: str | None = None) -> dict
         server = None
         try:
             for backend in args.backends:
-                if backend == "sqlite":
-                    url: str | Path = Path(tmp) / "recall.sqlite3"
-                else:
-                    from bench.storage_backends import postgres_url
-                    server, url = await postgres_url(str(Path(tmp) / "pg"))
-                services = build_services(config, await open_database(url), llm=False, sims=False,
-                                          embedder=embedder)
-                engine = services.memory
                 tops[backend] = []
-                try:
-                    await services.start(jobs=False)
-                    t0 = time.perf_counter()
-                    tallies = await evaluate(engine, embedder, dialogues, args.k,
-                                             lambda line: print(line, file=sys.stderr), tops[backend])
-                finally:
-                    await services.close()
+                tallies = None
+                t0 = time.perf_counter()
+                for i, group in enumerate([[d] for d in dialogues] if backend == EACH else [dialogues]):
+                    url: str | Path
+                    if backend == "postgresql":
+                        from bench.storage_backends import postgres_url
+                        server, url = await postgres_url(str(Path(tmp) / "pg"))
+                    else:
+                        url = Path(tmp) / f"recall-{backend}-{i}.sqlite3"
+                    services = build_services(config, await open_database(url), llm=False, sims=False,
+                                              embedder=embedder)
+                    try:
+                        await services.start(jobs=False)
+                        tallies = await evaluate(services.memory, embedder, group, args.k,
+                                                 lambda line: print(line, file=sys.stderr), tops[backend], tallies)
+                    finally:
+                        await services.close()
+                assert tallies is not None
                 turns, questions = sum(len(d.turns) for d in dialogues), sum(len(d.questions) for d in dialogues)
                 print(f"model {config.embedder.model}, {backend}: {len(dialogues)} dialogues "
                       f"({', '.join(d.name for d in dialogues)}), {turns} turns, {questions} questions; "
@@ -306,14 +316,15 @@ async def run(dialogues: list[Dialogue], args, model: str | None = None) -> dict
         finally:
             if server is not None:
                 server.cleanup()
-    if len(tops) == 2:
-        a, b = tops.values()
+    first, *others = tops
+    for other in others:
+        a, b = tops[first], tops[other]
         same = sum(x == y for x, y in zip(a, b)) / max(len(a), 1)
         overlap = _mean([len(set(x) & set(y)) / max(len(set(x) | set(y)), 1) for x, y in zip(a, b)])
-        print(f"keyword top k, {' vs '.join(tops)}: identical lists {same:.3f}, mean overlap (Jaccard) {overlap:.3f}")
+        print(f"keyword top k, {first} vs {other}: identical lists {same:.3f}, mean overlap (Jaccard) {overlap:.3f}")
         for k in args.k:
-            x, y = (out[backend][f"keyword@{k}"]["turn_recall"] for backend in tops)
-            u, v = (out[backend][f"ours@{k}"]["turn_recall"] for backend in tops)
+            x, y = (out[backend][f"keyword@{k}"]["turn_recall"] for backend in (first, other))
+            u, v = (out[backend][f"ours@{k}"]["turn_recall"] for backend in (first, other))
             print(f"k={k}: keyword turn recall {x:.3f} vs {y:.3f} ({(y - x) / x:+.1%}); "
                   f"ours {u:.3f} vs {v:.3f} ({(v - u) / u:+.1%})")
     return out if len(out) > 1 else next(iter(out.values()))
@@ -330,8 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, help="only the first N LoCoMo conversations (by file name)")
     parser.add_argument("--seed", type=int, default=0, help="synthetic chats: random seed")
     parser.add_argument("--k", type=int, nargs="+", default=[5, 10])
-    parser.add_argument("--backends", nargs="+", choices=("sqlite", "postgresql"), default=["sqlite"],
-                        help="databases to import into, one after the other (default: sqlite)")
+    parser.add_argument("--backends", nargs="+", choices=("sqlite", "postgresql", EACH), default=["sqlite"],
+                        help=f"databases to import into, one after the other (default: sqlite; {EACH}: a SQLite "
+                             "database of its own for each dialogue)")
     parser.add_argument("--config", help="configuration file (default: ./config.toml)")
     parser.add_argument("--models", nargs="+", metavar="MODEL",
                         help="embedding models to compare in this run (default: the configured one)")
