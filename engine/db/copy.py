@@ -22,12 +22,10 @@ from typing import Any, Callable
 from engine.db.base import Database, SchemaTooNew
 
 BATCH_ROWS = 1000
-# Tables written by the triggers of other tables (the scope stamps): copied last, replacing what
-# the triggers wrote while their tables were copied, so they hold the source's values.
-TRIGGER_WRITTEN = ("memory_scope_stamps",)
-# Tables only PostgreSQL has, filled by the triggers of the tables copied: the full-text
-# statistics FTS5 keeps inside its own index on SQLite (migrations/postgresql/0026).
-TARGET_ONLY = ("memory_search_stats",)
+# Tables written by the triggers of other tables (the scope stamps, each scope's search
+# statistics): copied last, replacing what the triggers wrote while their tables were copied, so
+# they hold the source's values.
+TRIGGER_WRITTEN = ("memory_scope_stamps", "memory_search_stats")
 _INTEGER = {"bigint", "integer", "smallint"}
 _FLOAT = {"double precision", "real"}
 
@@ -103,7 +101,7 @@ async def _source_tables(source: Database) -> set[str]:
 
 async def plan_tables(source: Database, target: Database) -> list[TablePlan]:
     """What to copy, in an order that puts every referenced table before those that reference it."""
-    names = [t for t in await target_tables(target) if t != "schema_version" and t not in TARGET_ONLY]
+    names = [t for t in await target_tables(target) if t != "schema_version"]
     missing = sorted((await _source_tables(source)) - set(names) - {"schema_version"})
     if missing:
         raise CopyRefused(f"the target schema lacks the SQLite tables {', '.join(missing)}; "

@@ -12,6 +12,22 @@ for it AND any of the question's terms. The index then intersects the scope's en
 terms' instead of scoring every server's matches and filtering afterwards: at 300k messages of
 other servers, a small server's keyword search costs what it costs alone (bench/RESULTS.md).
 
+Ranking, the same on both: Okapi BM25 as FTS5's bm25() computes it (k1 = 1.2, b = 0.75,
+idf = ln((N - n + 0.5) / (n + 0.5)), at least 1e-6; a phrase counts as one term, present or not),
+higher is better, over the scope's own statistics: N its rows, n its rows holding the term, the
+average length its rows' (memory_search_stats, kept by triggers on both databases, migrations
+0026 and 0033). PostgreSQL computes the sum in SQL from the tsvector (a token's count is its
+number of positions). FTS5 keeps its counts for the whole table, every server and chat together,
+and a speaker's name in half of one chat's lines then weighs as a rare word: with ten LoCoMo
+conversations in one database, evidence recall@5 was 0.589 against 0.614 with a database each
+(bench/RESULTS.md). So on SQLite a scope that holds less than ``OWN_STATS_SHARE`` of its table's
+rows has its matches counted and ranked here (``bm25``) with the scope's statistics, the same
+scores PostgreSQL computes; a scope holding more is ranked by FTS5's own bm25() with the scope
+column weighted 0, whose statistics are then mostly the scope's, and which need not bring each
+match's tokens out of SQLite (at 100k messages a common word is in tens of thousands of rows).
+(ts_rank, used before BM25, has no inverse document frequency: a speaker's name in every line
+weighed as much as a rare word, and it found fewer evidence turns than bm25 on the same data.)
+
 When the scope is most of the database (SQLite): asking for the scope's token costs in proportion
 to the scope's size, whatever the question: FTS5's bm25() counts every row holding each phrase of
 the query to weigh it (its idf), the scope's token included, although its column weighs 0, and
@@ -20,23 +36,10 @@ intersects every match with it. At 100k messages of one scope that is most of a 
 bench/RESULTS.md). So the rows the question's terms are in (FTS5's own counts, through an
 ``fts5vocab`` table of the connection) are compared with the scope's rows first: when the
 terms are in no more rows than the scope holds, the query asks for the terms alone and the
-scope is filtered on the message rows, as the pool below does anyway; the scores are the same
-(a row's bm25 does not depend on the query's zero-weight phrase), and the rows scored are at
-most as many as the scope's. A small scope beside large ones keeps its token in the query.
-Counting the scope's own rows costs what its token did (fts5vocab walks the token's whole
-list), so that count is kept for ``SCOPE_ROWS_TTL_S``: it chooses between two queries that
-return the same rows, so a stale count can cost time, never a result.
-
-Ranking, the same on both: Okapi BM25 as FTS5's bm25() computes it (k1 = 1.2, b = 0.75,
-idf = ln((N - n + 0.5) / (n + 0.5)), at least 1e-6; a phrase counts as one term), higher is
-better. SQLite runs FTS5's own bm25() with the scope column weighted 0; its N, n and average
-length are the whole table's (FTS5 keeps no per-scope statistics). PostgreSQL computes the same
-sum in SQL from the tsvector (a token's count is its number of positions) over the scope's own
-statistics (memory_search_stats, kept by triggers), so it ranks a scope as SQLite would if the
-scope were alone in its database: with one scope, both return the same scores; with many, they
-differ only by how unlike the scope the rest of the database is. (ts_rank, used before, has no
-inverse document frequency: a speaker's name in every line weighed as much as a rare word, and
-it found fewer evidence turns than bm25 on the same data.)
+scope is filtered on the message rows; the scores are the same (a row's bm25 does not depend on
+the query's zero-weight phrase, nor on rows of other scopes when this module counts), and the
+rows scored are at most as many as the scope's. A small scope beside large ones keeps its token
+in the query.
 
 Privacy: every statement filters by the viewer (``viewer.where``) like the rest of recall. A
 message stored but not yet embedded and routed (engine.memory.pending) has no world: it is
@@ -45,19 +48,22 @@ found by its words all the same, filtered by the audience stored on its row
 """
 from __future__ import annotations
 
-import time
+import asyncio
+import math
 import weakref
+from collections import Counter
+from typing import Iterable
 
 from engine.db import Database
 from engine.memory.audience import Viewer, message_audience
 from engine.memory.beliefs import in_recall
+from engine.memory.terms import MAX_POSITIONS
 from engine.memory.textutil import Query
 
 POOL_FACTOR = 8            # SQLite: scope matches ranked before the audience filter, per candidate
 VOCAB = "temp.memory_messages_vocab"   # SQLite: FTS5's rows per token of memory_messages_fts (fts5vocab)
-SCOPE_ROWS_TTL_S = 60.0    # SQLite: how long a scope's count of indexed rows is reused
-# connections that have VOCAB -> scope -> (when counted, its indexed rows)
-_scope_rows: "weakref.WeakKeyDictionary[Database, dict[str, tuple[float, int]]]" = weakref.WeakKeyDictionary()
+OWN_STATS_SHARE = 0.5      # SQLite: a scope with less of its table's rows is ranked by its own statistics
+_has_vocab: "weakref.WeakSet[Database]" = weakref.WeakSet()   # connections that have VOCAB
 K1, B = 1.2, 0.75          # FTS5's bm25 constants
 
 
@@ -79,26 +85,67 @@ async def fts5_rows(db: Database, tokens: list[str]) -> dict[str, int]:
     """token -> the rows of memory_messages_fts that hold it, all scopes together (FTS5's own
     count; absent: none). The connection's ``fts5vocab`` table is made on first use. Tokens are
     looked up as FTS5's ``ascii`` tokenizer stored them (ASCII letters folded to lower case)."""
-    if db not in _scope_rows:
+    if db not in _has_vocab:
         await db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCAB} USING fts5vocab(main, memory_messages_fts, row)")
-        _scope_rows[db] = {}
+        _has_vocab.add(db)
     folded = {t.translate(_ASCII_FOLD): t for t in tokens}
     rows = await db.fetchall(f"SELECT term, doc FROM {VOCAB} WHERE term IN ({','.join('?' * len(folded))})",
                              list(folded))
     return {folded[r["term"]]: r["doc"] for r in rows}
 
 
-async def messages_match(db: Database, scope: str, query: Query) -> str:
-    """The FTS5 expression for ``query`` in ``scope``'s messages: with the scope's token unless the
-    question's terms are in no more rows than the scope holds (module docstring)."""
+async def scope_stats(db: Database, table: str, scope: str) -> tuple[int, int, int]:
+    """(the scope's rows of ``table``, their tokens, the table's rows in every scope), from
+    memory_search_stats (migrations 0026, 0033)."""
+    row = await db.fetchone(
+        "SELECT coalesce(sum(CASE WHEN scope = ? THEN docs END), 0) AS docs, "
+        "coalesce(sum(CASE WHEN scope = ? THEN tokens END), 0) AS tokens, coalesce(sum(docs), 0) AS everyone "
+        "FROM memory_search_stats WHERE tbl = ?", (scope, scope, table))
+    return int(row["docs"]), int(row["tokens"]), int(row["everyone"])
+
+
+async def messages_match(db: Database, scope: str, query: Query, scope_rows: int) -> str:
+    """The FTS5 expression for ``query`` in ``scope``'s messages (``scope_rows`` of them): with the
+    scope's token unless the question's terms are in no more rows than the scope holds (module
+    docstring)."""
     counts = await fts5_rows(db, list(dict.fromkeys(t for a in query.alternatives for t in a)))
     # a phrase is in no more rows than its rarest token
     in_terms = sum(min(counts.get(t, 0) for t in a) for a in query.alternatives)
-    known = _scope_rows[db].get(scope)
-    if known is None or time.monotonic() - known[0] > SCOPE_ROWS_TTL_S:
-        key = scope_key(scope)
-        known = _scope_rows[db][scope] = (time.monotonic(), (await fts5_rows(db, [key])).get(key, 0))
-    return fts5_match(None if in_terms <= known[1] else scope, query)
+    return fts5_match(None if in_terms <= scope_rows else scope, query)
+
+
+def _holds(tokens: list[str], counts: Counter, phrase: tuple[str, ...]) -> int:
+    """How often a row counts ``phrase``: a token's occurrences (at most MAX_POSITIONS, as
+    PostgreSQL keeps them), a phrase of several tokens 1 when it is there in order, else 0."""
+    if len(phrase) == 1:
+        return min(counts[phrase[0]], MAX_POSITIONS)
+    width = len(phrase)
+    return int(any(tokens[i:i + width] == list(phrase) for i, t in enumerate(tokens) if t == phrase[0]))
+
+
+def bm25(rows: Iterable[tuple[int, str, bool]], query: Query, docs: int, tokens: int,
+         n: int) -> list[tuple[int, float]]:
+    """The best ``n`` of ``rows`` by Okapi BM25 over a scope's own statistics (module docstring),
+    as (id, score), best first, ties by id. ``rows``: (id, search_terms, whether the viewer may
+    see it) of every row of the scope holding any of ``query``'s alternatives: all of them count
+    for each alternative's n, only the visible ones are ranked. ``docs``, ``tokens``: the scope's
+    rows and their tokens (a row's length counts its scope's token, as FTS5 and PostgreSQL do)."""
+    avgdl = tokens / max(docs, 1)
+    held: list[tuple[int, bool, int, list[int]]] = []
+    df = [0] * len(query.alternatives)
+    for row_id, terms, visible in rows:
+        words = terms.split()
+        counts = Counter(words)
+        tf = [_holds(words, counts, a) for a in query.alternatives]
+        for i, f in enumerate(tf):
+            df[i] += f > 0
+        held.append((row_id, visible, 1 + len(words), tf))
+    idf = [max(math.log((docs - d + 0.5) / (d + 0.5)), 1e-6) for d in df]
+    scored = [(row_id, sum(idf[i] * f * (K1 + 1) / (f + K1 * (1 - B + B * length / avgdl))
+                           for i, f in enumerate(tf) if f))
+              for row_id, visible, length, tf in held if visible]
+    scored.sort(key=lambda r: (-r[1], r[0]))
+    return scored[:n]
 
 
 def _lexeme(token: str) -> str:
@@ -144,15 +191,24 @@ def _pg_params(table: str, scope: str, query: Query) -> tuple:
             pg_tsquery(scope, query), table, scope)
 
 
+async def _own_stats_ranked(db: Database, sql: str, params: tuple, query: Query, stats: tuple[int, int, int],
+                            n: int) -> list[tuple[int, float]]:
+    """``bm25`` over the rows ``sql`` returns (id, terms, ok: visible to the viewer), off the event
+    loop: a scope's matches may be thousands of rows."""
+    rows = [(r["id"], r["terms"], bool(r["ok"])) for r in await db.fetchall(sql, params)]
+    return await asyncio.to_thread(bm25, rows, query, stats[0], stats[1], n)
+
+
 async def keyword_messages(db: Database, viewer: Viewer, query: Query | None, n: int) -> list[tuple[int, float]]:
     """(message id, score: higher is better) of the scope the viewer sees for ``query``, best
     first, at most ``n``.
 
     On SQLite the index spans every scope; the query asks for the viewer's unless the scope holds
-    more rows than the question's terms are in (``messages_match``). Joining each match to its
-    (large) message row is what costs, so the best ``POOL_FACTOR x n`` are joined first, and
-    every match only when fewer than ``n`` of those are of the scope and in audiences the viewer
-    reads."""
+    more rows than the question's terms are in (``messages_match``). A scope with less than
+    ``OWN_STATS_SHARE`` of the table is ranked with its own statistics (``bm25``). Otherwise FTS5
+    ranks, and joining each match to its (large) message row is what costs, so the best
+    ``POOL_FACTOR x n`` are joined first, and every match only when fewer than ``n`` of those are
+    of the scope and in audiences the viewer reads."""
     if query is None:
         return []
     if db.dialect == "postgresql":
@@ -161,7 +217,13 @@ async def keyword_messages(db: Database, viewer: Viewer, query: Query | None, n:
                                    (*_pg_params("memory_messages", viewer.scope, query), *seen, n))
         return [(r["id"], r["s"]) for r in ranked]
     sees, seen = viewer.where(message_audience())
-    match = await messages_match(db, viewer.scope, query)
+    stats = await scope_stats(db, "memory_messages", viewer.scope)
+    match = await messages_match(db, viewer.scope, query, stats[0])
+    if stats[0] < OWN_STATS_SHARE * stats[2]:
+        return await _own_stats_ranked(
+            db, f"SELECT m.id, m.search_terms AS terms, ({sees}) AS ok FROM memory_messages_fts f "
+            "CROSS JOIN memory_messages m ON m.id = f.rowid LEFT JOIN worlds w ON w.id = m.world_id "
+            "WHERE memory_messages_fts MATCH ? AND +m.scope = ?", (*seen, match, viewer.scope), query, stats, n)
     rows: list = []
     for pool in (n * POOL_FACTOR, -1):   # LIMIT -1: no limit
         rows = await db.fetchall(
@@ -176,17 +238,23 @@ async def keyword_messages(db: Database, viewer: Viewer, query: Query | None, n:
 
 async def keyword_beliefs(db: Database, viewer: Viewer, query: Query | None, n: int) -> list[tuple[int, float]]:
     """(belief id, score: higher is better) of the current beliefs (beliefs.in_recall) the viewer sees, best
-    first."""
+    first; on SQLite ranked with the scope's own statistics below ``OWN_STATS_SHARE``, as messages are."""
     if query is None:
         return []
     sees, seen = viewer.where("w.audience")
     if db.dialect == "postgresql":
         rows = await db.fetchall(_pg_bm25("beliefs", "b", f" AND {in_recall('b.')}", sees),
                                  (*_pg_params("beliefs", viewer.scope, query), *seen, n))
-    else:
-        rows = await db.fetchall(
-            "SELECT b.id, -bm25(beliefs_fts, 0.0, 1.0) AS s FROM beliefs_fts "
+        return [(r["id"], r["s"]) for r in rows]
+    stats = await scope_stats(db, "beliefs", viewer.scope)
+    if stats[0] < OWN_STATS_SHARE * stats[2]:
+        return await _own_stats_ranked(
+            db, f"SELECT b.id, b.search_terms AS terms, ({in_recall('b.')} AND {sees}) AS ok FROM beliefs_fts "
             "JOIN beliefs b ON b.id = beliefs_fts.rowid JOIN worlds w ON w.id = b.world_id "
-            f"WHERE beliefs_fts MATCH ? AND b.scope=? AND {in_recall('b.')} AND {sees} ORDER BY s DESC LIMIT ?",
-            (fts5_match(viewer.scope, query), viewer.scope, *seen, n))
+            "WHERE beliefs_fts MATCH ?", (*seen, fts5_match(viewer.scope, query)), query, stats, n)
+    rows = await db.fetchall(
+        "SELECT b.id, -bm25(beliefs_fts, 0.0, 1.0) AS s FROM beliefs_fts "
+        "JOIN beliefs b ON b.id = beliefs_fts.rowid JOIN worlds w ON w.id = b.world_id "
+        f"WHERE beliefs_fts MATCH ? AND b.scope=? AND {in_recall('b.')} AND {sees} ORDER BY s DESC LIMIT ?",
+        (fts5_match(viewer.scope, query), viewer.scope, *seen, n))
     return [(r["id"], r["s"]) for r in rows]

@@ -3,8 +3,8 @@ relevance floor, neighbour turns, and the world lookups the memory commands show
 
 Why scope-wide: a question rarely routes to the world that holds its answer (measured on
 LoCoMo: recall inside the routed world found 0.19 of the evidence turns, plain BM25 over all
-messages 0.47). So candidates come from every world the viewer sees: FTS5 bm25 over all its
-messages and beliefs (BM25 on both databases: engine.memory.keyword_sql), and the
+messages 0.47). So candidates come from every world the viewer sees: BM25 over all its
+messages and beliefs (the scope's own statistics, on both databases: engine.memory.keyword_sql), and the
 nearest message and belief vectors (engine.memory.message_index),
 fused by score: vector_weight x cosine + keyword_weight x bm25 / the query's best bm25.
 Measured on two LoCoMo conversations (turn recall at k=5, before chat-text search): this

@@ -1,7 +1,8 @@
 """The PostgreSQL schema is the SQLite schema: after every migration, each SQLite table (FTS5
 tables aside) exists on PostgreSQL with the same columns, compatible types, nullability and
 defaults, the same primary keys, foreign keys and their ON DELETE, CHECK value lists, indexes
-(unique and partial ones too) and scope-stamp triggers; the migrations that repair rows leave
+(unique and partial ones too), generated token counts, and scope-stamp and search-statistics
+triggers; the migrations that repair rows leave
 the same rows on both. A migration added for SQLite without its PostgreSQL twin
 (migrations/postgresql/) fails here. Both databases are real: SQLite files upgraded by engine.db
 and databases on a PostgreSQL 18 server (tests/helpers/pg_server.py), both through open_database."""
@@ -17,7 +18,6 @@ from engine.db import Database, open_database
 # SQLite declared type -> the PostgreSQL types that hold the same values (vectors are float32 BLOBs).
 # The migration runner's own table (engine/db/base.py), the same on both but made by no migration.
 RUNNER_TABLE = "schema_version"
-FTS_STATS = "memory_search_stats"   # PostgreSQL's counterpart of FTS5's own statistics (migration 0026)
 COMPATIBLE = {"INTEGER": {"bigint"}, "REAL": {"double precision"}, "TEXT": {"text"}, "BLOB": {"vector", "bytea"}}
 
 
@@ -40,14 +40,16 @@ async def sqlite_schema(path) -> dict:
         fts = [r["name"] for r in master if r["type"] == "table" and (r["sql"] or "").startswith("CREATE VIRTUAL")]
         tables = sorted(r["name"] for r in master if r["type"] == "table" and r["name"] != RUNNER_TABLE
                         and not r["name"].startswith("sqlite_") and not any(r["name"].startswith(f) for f in fts))
-        out: dict = {"tables": set(tables), "columns": {}, "pk": {}, "fk": set(), "checks": {}, "indexes": {},
-                     "triggers": set()}
+        out: dict = {"tables": set(tables), "columns": {}, "generated": set(), "pk": {}, "fk": set(), "checks": {},
+                     "indexes": {}, "triggers": set()}
         for t in tables:
             cols = await db.fetchall(f"PRAGMA table_info({t})")
             for c in cols:
                 out["columns"][t, c["name"]] = (c["type"].upper(), bool(c["notnull"] or c["pk"]),
                                                 _norm(c["dflt_value"]))
             out["pk"][t] = tuple(c["name"] for c in sorted(cols, key=lambda c: c["pk"]) if c["pk"])
+            out["generated"] |= {(t, c["name"], c["type"].upper())   # hidden 2 or 3: generated
+                                 for c in await db.fetchall(f"PRAGMA table_xinfo({t})") if c["hidden"] in (2, 3)}
             for f in await db.fetchall(f"PRAGMA foreign_key_list({t})"):
                 out["fk"].add((t, f["from"], f["table"], f["to"], f["on_delete"]))
             sql = next(r["sql"] for r in master if r["name"] == t)
@@ -132,8 +134,7 @@ def schemas(pg_server, tmp_path_factory):
 async def test_every_table_and_column_exists_with_a_compatible_type(schemas):
     lite, pg = schemas
     assert lite["tables"] - pg["tables"] == set(), "tables missing on PostgreSQL"
-    # the full-text side: FTS5 keeps its row and token counts in its own tables
-    assert pg["tables"] - lite["tables"] == {FTS_STATS}, "tables only on PostgreSQL"
+    assert pg["tables"] - lite["tables"] == set(), "tables only on PostgreSQL"
     for (table, column), (kind, notnull, default) in lite["columns"].items():
         assert (table, column) in pg["columns"], f"{table}.{column} is missing on PostgreSQL"
         pg_kind, pg_notnull, pg_default = pg["columns"][table, column]
@@ -142,13 +143,13 @@ async def test_every_table_and_column_exists_with_a_compatible_type(schemas):
         assert pg_default == default, f"{table}.{column}: default {default} on SQLite, {pg_default} on PostgreSQL"
     # SQLite's implicit rowid, made explicit where the engine orders by it.
     rowids = {(t, "rowid") for t in ("jobs", "simulations", "sim_steps")}
-    assert {c for c in set(pg["columns"]) - set(lite["columns"]) if c[0] != FTS_STATS} == rowids, \
+    assert set(pg["columns"]) - set(lite["columns"]) == rowids, \
         "columns only on PostgreSQL"
 
 
 async def test_keys_checks_and_cascades_are_the_same(schemas):
     lite, pg = schemas
-    assert {t: k for t, k in pg["pk"].items() if t != FTS_STATS} == lite["pk"]
+    assert pg["pk"] == lite["pk"]
     assert pg["fk"] == lite["fk"]
     assert pg["checks"] == lite["checks"]
 
@@ -165,8 +166,15 @@ async def test_indexes_and_stamp_triggers_are_the_same(schemas):
     assert {(ix[0], ix[1], ix[4]) for ix in extra.values()} == {(t, (c,), "gin") for t, c in tsv}
     assert {(t, c, kind) for t, c, kind in pg["generated"] if (t, c) not in tsv} == \
         {(t, "search_len", "integer") for t, _ in tsv}
-    # PostgreSQL's change notices (LISTEN/NOTIFY) have no SQLite counterpart: data_version there
-    assert {t for t in pg["triggers"] if not t[1].endswith(("_notify_changes", "_search_stats"))} == lite["triggers"]
+    assert {(t, c) for t, c, kind in lite["generated"]} == {(t, "search_len") for t, _ in tsv}
+    # each scope's search statistics: one plpgsql trigger a table, three SQLite ones (insert,
+    # delete, update); PostgreSQL's change notices (LISTEN/NOTIFY) have no SQLite counterpart:
+    # data_version there
+    stats = {(t, n.removesuffix("_ai")) for t, n in lite["triggers"] if n.endswith("_search_stats_ai")}
+    assert stats == {(t, n) for t, n in pg["triggers"] if n.endswith("_search_stats")} == \
+        {(t, f"{t}_search_stats") for t, _ in tsv}
+    assert {t for t in pg["triggers"] if not t[1].endswith(("_notify_changes", "_search_stats"))} == \
+        {t for t in lite["triggers"] if not t[1].endswith(("_search_stats_ai", "_search_stats_ad", "_search_stats_au"))}
 
 
 async def test_stamps_and_full_text_follow_writes_on_postgresql(pg_server):

@@ -1,6 +1,7 @@
 """The keyword search of one scope: the scope is part of the full-text query, so another
-server's size does not change what a small server's search reads; and SQLite and PostgreSQL,
-indexing the same tokens, rank the same rows with the same BM25 scores."""
+server's size does not change what a small server's search reads; each scope's search statistics
+follow every write; and SQLite and PostgreSQL, indexing the same tokens, rank the same rows with
+the same BM25 scores, over the scope's own statistics, whatever other servers the database holds."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ import pytest
 from engine.db import open_database
 from engine.memory import MemoryMessage
 from engine.memory.audience import Viewer
-from engine.memory.keyword_sql import _pg_bm25, _pg_params, fts5_match, keyword_messages, messages_match
+from engine.memory.keyword_sql import _pg_bm25, _pg_params, fts5_match, keyword_messages, messages_match, scope_stats
 from engine.memory.textutil import Query, fts_query
 from tests.helpers.memory import close_engine, open_engine
 from tests.helpers.search import MONDAY, seed_scope, vm_steps
@@ -60,9 +61,9 @@ async def test_a_scope_larger_than_its_matches_is_searched_without_its_token_wit
         big = await seed_scope(db, "big:1", "wb", 2000, 1)
         await seed_scope(db, "small:1", "ws", 3, 5000)
         rare, common = Query((("17",), ("170",))), Query((("zebra",),))
-        assert "scope_key" not in await messages_match(db, "big:1", rare)   # 2 matching rows in a scope of 2,000
-        assert "scope_key" in await messages_match(db, "small:1", common)   # 2,003 in a scope of 3
-        assert "scope_key" in await messages_match(db, "big:1", common)
+        assert "scope_key" not in await messages_match(db, "big:1", rare, 2000)   # 2 matching rows in 2,000
+        assert "scope_key" in await messages_match(db, "small:1", common, 3)      # 2,003 in a scope of 3
+        assert "scope_key" in await messages_match(db, "big:1", common, 2000)
         found = await keyword_messages(db, Viewer.operator("big:1"), rare, 50)
         scoped = await db.fetchall("SELECT rowid AS id, -bm25(memory_messages_fts, 0.0, 1.0) AS s FROM "
                                    "memory_messages_fts WHERE memory_messages_fts MATCH ? ORDER BY s DESC",
@@ -75,6 +76,42 @@ async def test_a_scope_larger_than_its_matches_is_searched_without_its_token_wit
         await db.close()
 
 
+async def test_each_scope_s_search_statistics_follow_every_write(db):
+    """Rows and tokens per scope, the scope's token counted in each row, as FTS5 counts them."""
+    async def stats(scope: str) -> tuple[int, int]:
+        docs, tokens, _ = await scope_stats(db, "memory_messages", scope)
+        return docs, tokens
+    mine = await seed_scope(db, "small:1", "ws", 3, 1)      # 'zebra stripe i': 3 tokens and the scope's
+    await seed_scope(db, "big:1", "wb", 5, 100)
+    assert await stats("small:1") == (3, 12) and await stats("big:1") == (5, 20)
+    assert await scope_stats(db, "memory_messages", "big:1") == (5, 20, 8)
+    await db.execute("UPDATE memory_messages SET search_terms = 'zebra' WHERE id = ?", (mine[0],))
+    await db.execute("UPDATE memory_messages SET search_terms = '' WHERE id = ?", (mine[1],))
+    assert await stats("small:1") == (3, 2 + 1 + 4)
+    await db.execute("UPDATE memory_messages SET scope = 'big:1' WHERE id = ?", (mine[2],))
+    assert await stats("small:1") == (2, 3) and await stats("big:1") == (6, 24)
+    await db.execute("DELETE FROM worlds WHERE id = 'ws'")               # cascades to its messages
+    assert await stats("small:1") == (0, 0) and await stats("big:1") == (5, 20)
+    assert await stats("nobody:1") == (0, 0)
+
+
+async def test_a_small_scope_ranked_by_its_own_statistics_shows_only_what_the_viewer_reads(db):
+    """A private world's rows count for how common a word is in the scope, and are never shown to
+    a viewer outside its audience."""
+    await seed_scope(db, "big:1", "wb", 40, 1000)     # most of the table: "small:1" counts its own
+    mine = await seed_scope(db, "small:1", "ws", 3, 1)
+    secret = await seed_scope(db, "small:1", "wp", 3, 10)
+    await db.execute("UPDATE worlds SET audience = 'role:staff' WHERE id = 'wp'")
+    query = Query((("zebra",), ("stripe",)))
+    public = await keyword_messages(db, Viewer("small:1"), query, 50)
+    staff = await keyword_messages(db, Viewer("small:1", "role:staff"), query, 50)
+    assert sorted(i for i, _ in public) == mine
+    assert sorted(i for i, _ in staff) == sorted(mine + secret)
+    # the same scores for the rows both see: n and N are the scope's, whoever asks
+    assert dict(public) == {i: s for i, s in staff if i in mine}
+    assert await keyword_messages(db, Viewer("small:1"), Query((("ghost",),)), 50) == []
+
+
 PARITY_CHAT = [
     ("Anna", "I bought a bike for the long summer rides"), ("Bob", "I bought a car"),
     ("Anna", "yesterday I ran a marathon in the rain"), ("Bob", "nice! how long did the marathon take?"),
@@ -83,6 +120,10 @@ PARITY_CHAT = [
     ("Ana", "os jogos do campeonato começam em maio"), ("Somchai", "เมื่อวานฉันไปดูฟุตบอลที่สนามกับเพื่อน"),
     ("Wei", "我昨天和朋友去看足球比赛"), ("Cy", "Anna, Bob: the marathon photos are online"),
 ]
+# Another server in the same database, whose words are the first chat's: ranked with the whole
+# table's statistics (FTS5's own), "anna" and "marathon" would weigh as common words here.
+OTHER_CHAT = [(("Anna", "Bob", "Cy")[i % 3], f"Anna and Bob ran the marathon again, photos {i} online")
+              for i in range(30)]
 PARITY_QUESTIONS = ["What did Anna buy?", "Who ran a marathon on 7 May 2023?", "rain marathon legs",
                     "quem marcou gols nos jogos?", "ฟุตบอล", "足球比赛", "Anna Bob photos", "bike car ride"]
 
@@ -90,13 +131,15 @@ PARITY_QUESTIONS = ["What did Anna buy?", "Who ran a marathon on 7 May 2023?", "
 async def _ranked(url: str) -> list[list[tuple[str, float]]]:
     db, engine = await open_engine(url)
     try:
-        await engine.ingest_many([MemoryMessage("test:1", "general", str(i), author, text,
-                                                MONDAY + timedelta(minutes=i))
-                                  for i, (author, text) in enumerate(PARITY_CHAT)])
+        for scope, chat in (("other:1", OTHER_CHAT), ("test:1", PARITY_CHAT)):
+            await engine.ingest_many([MemoryMessage(scope, "general", str(i), author, text,
+                                                    MONDAY + timedelta(minutes=i))
+                                      for i, (author, text) in enumerate(chat)])
         out = []
         for question in PARITY_QUESTIONS:
             hits = await keyword_messages(db, Viewer.operator("test:1"), fts_query(question, now=MONDAY), 5)
-            ids = {r["id"]: r["message_id"] for r in await db.fetchall("SELECT id, message_id FROM memory_messages")}
+            ids = {r["id"]: r["message_id"] for r in await db.fetchall(
+                "SELECT id, message_id FROM memory_messages WHERE scope = 'test:1'")}
             out.append([(ids[i], s) for i, s in hits])
         return out
     finally:
