@@ -51,7 +51,6 @@ from __future__ import annotations
 import asyncio
 import math
 import weakref
-from collections import Counter
 from typing import Iterable
 
 from engine.db import Database
@@ -114,35 +113,32 @@ async def messages_match(db: Database, scope: str, query: Query, scope_rows: int
     return fts5_match(None if in_terms <= scope_rows else scope, query)
 
 
-def _holds(tokens: list[str], counts: Counter, phrase: tuple[str, ...]) -> int:
-    """How often a row counts ``phrase``: a token's occurrences (at most MAX_POSITIONS, as
-    PostgreSQL keeps them), a phrase of several tokens 1 when it is there in order, else 0."""
-    if len(phrase) == 1:
-        return min(counts[phrase[0]], MAX_POSITIONS)
-    width = len(phrase)
-    return int(any(tokens[i:i + width] == list(phrase) for i, t in enumerate(tokens) if t == phrase[0]))
-
-
 def bm25(rows: Iterable[tuple[int, str, bool]], query: Query, docs: int, tokens: int,
          n: int) -> list[tuple[int, float]]:
     """The best ``n`` of ``rows`` by Okapi BM25 over a scope's own statistics (module docstring),
     as (id, score), best first, ties by id. ``rows``: (id, search_terms, whether the viewer may
     see it) of every row of the scope holding any of ``query``'s alternatives: all of them count
     for each alternative's n, only the visible ones are ranked. ``docs``, ``tokens``: the scope's
-    rows and their tokens (a row's length counts its scope's token, as FTS5 and PostgreSQL do)."""
-    avgdl = tokens / max(docs, 1)
-    held: list[tuple[int, bool, int, list[int]]] = []
+    rows and their tokens (a row's length counts its scope's token, as FTS5 and PostgreSQL do).
+    A token counts its occurrences (at most MAX_POSITIONS, as PostgreSQL keeps them), a phrase of
+    several tokens 1 when it is there in order, as PostgreSQL counts it."""
+    singles = {a[0]: i for i, a in enumerate(query.alternatives) if len(a) == 1}
+    phrases = [(i, " " + " ".join(a) + " ") for i, a in enumerate(query.alternatives) if len(a) > 1]
+    held: list[tuple[int, bool, int, dict[int, int]]] = []
     df = [0] * len(query.alternatives)
     for row_id, terms, visible in rows:
         words = terms.split()
-        counts = Counter(words)
-        tf = [_holds(words, counts, a) for a in query.alternatives]
-        for i, f in enumerate(tf):
-            df[i] += f > 0
+        tf = {singles[w]: min(words.count(w), MAX_POSITIONS) for w in singles.keys() & words}
+        if phrases:
+            spaced = f" {' '.join(words)} "
+            tf.update((i, 1) for i, phrase in phrases if phrase in spaced)
+        for i in tf:
+            df[i] += 1
         held.append((row_id, visible, 1 + len(words), tf))
     idf = [max(math.log((docs - d + 0.5) / (d + 0.5)), 1e-6) for d in df]
+    avgdl = tokens / max(docs, 1)
     scored = [(row_id, sum(idf[i] * f * (K1 + 1) / (f + K1 * (1 - B + B * length / avgdl))
-                           for i, f in enumerate(tf) if f))
+                           for i, f in sorted(tf.items())))
               for row_id, visible, length, tf in held if visible]
     scored.sort(key=lambda r: (-r[1], r[0]))
     return scored[:n]
