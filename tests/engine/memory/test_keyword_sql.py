@@ -102,6 +102,11 @@ async def test_a_small_scope_ranked_by_its_own_statistics_shows_only_what_the_vi
     mine = await seed_scope(db, "small:1", "ws", 3, 1)
     secret = await seed_scope(db, "small:1", "wp", 3, 10)
     await db.execute("UPDATE worlds SET audience = 'role:staff' WHERE id = 'wp'")
+    # stored, not yet embedded and routed: read under the audience on its own row
+    await db.execute("INSERT INTO memory_messages(id, scope, channel, message_id, author, text, search_terms, ts, "
+                     "audience) VALUES (20, 'small:1', 'staff', 'm20', 'anna', 'x', 'zebra stripe 20', 'n', "
+                     "'role:staff')")
+    secret.append(20)
     query = Query((("zebra",), ("stripe",)))
     public = await keyword_messages(db, Viewer("small:1"), query, 50)
     staff = await keyword_messages(db, Viewer("small:1", "role:staff"), query, 50)
