@@ -22,9 +22,12 @@ and a speaker's name in half of one chat's lines then weighs as a rare word: wit
 conversations in one database, evidence recall@5 was 0.589 against 0.614 with a database each
 (bench/RESULTS.md). So on SQLite a scope that holds less than ``OWN_STATS_SHARE`` of its table's
 rows has its matches counted and ranked here (``bm25``) with the scope's statistics, the same
-scores PostgreSQL computes; a scope holding more is ranked by FTS5's own bm25() with the scope
+scores PostgreSQL computes. A scope holding more is ranked by FTS5's own bm25() with the scope
 column weighted 0, whose statistics are then mostly the scope's, and which need not bring each
 match's tokens out of SQLite (at 100k messages a common word is in tens of thousands of rows).
+So is a question that could match more than ``OWN_STATS_MAX_ROWS`` of the scope's rows: counting
+costs about 13 us a match here (bench/RESULTS.md), and one member asking for common words must
+not hold a recall for seconds; such a question is ranked by counts that include other scopes.
 (ts_rank, used before BM25, has no inverse document frequency: a speaker's name in every line
 weighed as much as a rare word, and it found fewer evidence turns than bm25 on the same data.)
 
@@ -62,6 +65,7 @@ from engine.memory.textutil import Query
 POOL_FACTOR = 8            # SQLite: scope matches ranked before the audience filter, per candidate
 VOCAB = "temp.memory_messages_vocab"   # SQLite: FTS5's rows per token of memory_messages_fts (fts5vocab)
 OWN_STATS_SHARE = 0.5      # SQLite: a scope with less of its table's rows is ranked by its own statistics
+OWN_STATS_MAX_ROWS = 5000  # SQLite: ... unless a question may match more of its rows than this
 _has_vocab: "weakref.WeakSet[Database]" = weakref.WeakSet()   # connections that have VOCAB
 K1, B = 1.2, 0.75          # FTS5's bm25 constants
 
@@ -103,14 +107,26 @@ async def scope_stats(db: Database, table: str, scope: str) -> tuple[int, int, i
     return int(row["docs"]), int(row["tokens"]), int(row["everyone"])
 
 
-async def messages_match(db: Database, scope: str, query: Query, scope_rows: int) -> str:
-    """The FTS5 expression for ``query`` in ``scope``'s messages (``scope_rows`` of them): with the
-    scope's token unless the question's terms are in no more rows than the scope holds (module
-    docstring)."""
+async def terms_rows(db: Database, query: Query) -> int:
+    """At least as many rows of memory_messages as hold any of ``query``'s alternatives, in every
+    scope together (FTS5's counts; a phrase is in no more rows than its rarest token)."""
     counts = await fts5_rows(db, list(dict.fromkeys(t for a in query.alternatives for t in a)))
-    # a phrase is in no more rows than its rarest token
-    in_terms = sum(min(counts.get(t, 0) for t in a) for a in query.alternatives)
+    return sum(min(counts.get(t, 0) for t in a) for a in query.alternatives)
+
+
+def messages_match(scope: str, query: Query, scope_rows: int, in_terms: int) -> str:
+    """The FTS5 expression for ``query`` in ``scope``'s messages (``scope_rows`` of them; the
+    question's terms in at most ``in_terms`` rows of all scopes): with the scope's token unless the
+    terms are in no more rows than the scope holds (module docstring)."""
     return fts5_match(None if in_terms <= scope_rows else scope, query)
+
+
+def counted_here(stats: tuple[int, int, int], matches_at_most: int) -> bool:
+    """Whether SQLite ranks a scope with its own statistics (``bm25``) rather than FTS5's
+    (module docstring): ``stats`` as ``scope_stats`` gives them, the question matching at most
+    ``matches_at_most`` rows of the table."""
+    docs, _, everyone = stats
+    return docs < OWN_STATS_SHARE * everyone and min(docs, matches_at_most) <= OWN_STATS_MAX_ROWS
 
 
 def bm25(rows: Iterable[tuple[int, str, bool]], query: Query, docs: int, tokens: int,
@@ -201,7 +217,8 @@ async def keyword_messages(db: Database, viewer: Viewer, query: Query | None, n:
 
     On SQLite the index spans every scope; the query asks for the viewer's unless the scope holds
     more rows than the question's terms are in (``messages_match``). A scope with less than
-    ``OWN_STATS_SHARE`` of the table is ranked with its own statistics (``bm25``). Otherwise FTS5
+    ``OWN_STATS_SHARE`` of the table is ranked with its own statistics (``bm25``) when the question
+    may match at most ``OWN_STATS_MAX_ROWS`` of its rows (``counted_here``). Otherwise FTS5
     ranks, and joining each match to its (large) message row is what costs, so the best
     ``POOL_FACTOR x n`` are joined first, and every match only when fewer than ``n`` of those are
     of the scope and in audiences the viewer reads."""
@@ -214,8 +231,9 @@ async def keyword_messages(db: Database, viewer: Viewer, query: Query | None, n:
         return [(r["id"], r["s"]) for r in ranked]
     sees, seen = viewer.where(message_audience())
     stats = await scope_stats(db, "memory_messages", viewer.scope)
-    match = await messages_match(db, viewer.scope, query, stats[0])
-    if stats[0] < OWN_STATS_SHARE * stats[2]:
+    in_terms = await terms_rows(db, query)
+    match = messages_match(viewer.scope, query, stats[0], in_terms)
+    if counted_here(stats, in_terms):
         return await _own_stats_ranked(
             db, f"SELECT m.id, m.search_terms AS terms, ({sees}) AS ok FROM memory_messages_fts f "
             "CROSS JOIN memory_messages m ON m.id = f.rowid LEFT JOIN worlds w ON w.id = m.world_id "
@@ -234,7 +252,8 @@ async def keyword_messages(db: Database, viewer: Viewer, query: Query | None, n:
 
 async def keyword_beliefs(db: Database, viewer: Viewer, query: Query | None, n: int) -> list[tuple[int, float]]:
     """(belief id, score: higher is better) of the current beliefs (beliefs.in_recall) the viewer sees, best
-    first; on SQLite ranked with the scope's own statistics below ``OWN_STATS_SHARE``, as messages are."""
+    first; on SQLite ranked with the scope's own statistics as messages are (``counted_here``; any
+    of the scope's beliefs may match)."""
     if query is None:
         return []
     sees, seen = viewer.where("w.audience")
@@ -243,7 +262,7 @@ async def keyword_beliefs(db: Database, viewer: Viewer, query: Query | None, n: 
                                  (*_pg_params("beliefs", viewer.scope, query), *seen, n))
         return [(r["id"], r["s"]) for r in rows]
     stats = await scope_stats(db, "beliefs", viewer.scope)
-    if stats[0] < OWN_STATS_SHARE * stats[2]:
+    if counted_here(stats, stats[0]):
         return await _own_stats_ranked(
             db, f"SELECT b.id, b.search_terms AS terms, ({in_recall('b.')} AND {sees}) AS ok FROM beliefs_fts "
             "JOIN beliefs b ON b.id = beliefs_fts.rowid JOIN worlds w ON w.id = b.world_id "

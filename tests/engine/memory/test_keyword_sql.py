@@ -5,6 +5,7 @@ the same BM25 scores, over the scope's own statistics, whatever other servers th
 from __future__ import annotations
 
 import json
+import math
 from datetime import timedelta
 
 import pytest
@@ -12,7 +13,16 @@ import pytest
 from engine.db import open_database
 from engine.memory import MemoryMessage
 from engine.memory.audience import Viewer
-from engine.memory.keyword_sql import _pg_bm25, _pg_params, fts5_match, keyword_messages, messages_match, scope_stats
+from engine.memory.keyword_sql import (
+    OWN_STATS_MAX_ROWS,
+    _pg_bm25,
+    _pg_params,
+    fts5_match,
+    keyword_messages,
+    messages_match,
+    scope_stats,
+    terms_rows,
+)
 from engine.memory.textutil import Query, fts_query
 from tests.helpers.memory import close_engine, open_engine
 from tests.helpers.search import MONDAY, seed_scope, vm_steps
@@ -61,9 +71,9 @@ async def test_a_scope_larger_than_its_matches_is_searched_without_its_token_wit
         big = await seed_scope(db, "big:1", "wb", 2000, 1)
         await seed_scope(db, "small:1", "ws", 3, 5000)
         rare, common = Query((("17",), ("170",))), Query((("zebra",),))
-        assert "scope_key" not in await messages_match(db, "big:1", rare, 2000)   # 2 matching rows in 2,000
-        assert "scope_key" in await messages_match(db, "small:1", common, 3)      # 2,003 in a scope of 3
-        assert "scope_key" in await messages_match(db, "big:1", common, 2000)
+        assert "scope_key" not in messages_match("big:1", rare, 2000, await terms_rows(db, rare))   # 2 rows of 2,000
+        assert "scope_key" in messages_match("small:1", common, 3, await terms_rows(db, common))   # 2,003 rows
+        assert "scope_key" in messages_match("big:1", common, 2000, await terms_rows(db, common))
         found = await keyword_messages(db, Viewer.operator("big:1"), rare, 50)
         scoped = await db.fetchall("SELECT rowid AS id, -bm25(memory_messages_fts, 0.0, 1.0) AS s FROM "
                                    "memory_messages_fts WHERE memory_messages_fts MATCH ? ORDER BY s DESC",
@@ -72,6 +82,34 @@ async def test_a_scope_larger_than_its_matches_is_searched_without_its_token_wit
         assert [s for _, s in found] == pytest.approx([r["s"] for r in scoped], rel=1e-12)
         other = await keyword_messages(db, Viewer.operator("small:1"), rare, 50)
         assert other == []   # the other scope's matches are filtered out on the message rows
+    finally:
+        await db.close()
+
+
+async def test_a_question_that_may_match_too_many_rows_is_ranked_by_fts5_s_counts(tmp_path):
+    """Counting is bounded: a minority scope is ranked by its own counts unless the question may
+    match more than OWN_STATS_MAX_ROWS of its rows; then by FTS5's, which include the other scope."""
+    db = await open_database(tmp_path / "bot.sqlite3")
+    try:
+        size = OWN_STATS_MAX_ROWS + 1000
+        mine = await seed_scope(db, "a:1", "wa", size, 1)                   # 'zebra stripe i' each
+        await seed_scope(db, "b:1", "wb", size + 1000, 100_000)
+        await db.execute("UPDATE memory_messages SET search_terms = replace(search_terms, 'zebra stripe', "
+                         "'lion mane') WHERE scope = 'b:1'")
+        viewer = Viewer.operator("a:1")
+        rare = await keyword_messages(db, viewer, Query((("17",), ("170",))), 5)   # 2 rows of this scope
+        # own counts: N and n the scope's, every row 4 tokens long, so the score is the idf alone
+        assert [i for i, _ in rare] == [mine[17], mine[170]]
+        assert [s for _, s in rare] == pytest.approx([math.log((size - 1 + 0.5) / 1.5)] * 2, rel=1e-9)
+        # every row of the scope, none of the other's: in FTS5's counts zebra is in fewer than half of
+        # the rows (idf 0.15); in the scope's own, in all of them (idf 1e-6)
+        common = Query((("zebra",), ("stripe",)))
+        found = await keyword_messages(db, viewer, common, 5)
+        assert min(s for _, s in found) > 0.1
+        fts5 = await db.fetchall("SELECT rowid AS id, -bm25(memory_messages_fts, 0.0, 1.0) AS s FROM "
+                                 "memory_messages_fts WHERE memory_messages_fts MATCH ? ORDER BY s DESC, rowid "
+                                 "LIMIT 5", (fts5_match("a:1", common),))
+        assert sorted(s for _, s in found) == pytest.approx(sorted(r["s"] for r in fts5), rel=1e-12)
     finally:
         await db.close()
 
