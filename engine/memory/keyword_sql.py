@@ -54,7 +54,7 @@ from __future__ import annotations
 import asyncio
 import math
 import weakref
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from engine.db import Database
 from engine.memory.audience import Viewer, message_audience
@@ -97,14 +97,20 @@ async def fts5_rows(db: Database, tokens: list[str]) -> dict[str, int]:
     return {folded[r["term"]]: r["doc"] for r in rows}
 
 
-async def scope_stats(db: Database, table: str, scope: str) -> tuple[int, int, int]:
-    """(the scope's rows of ``table``, their tokens, the table's rows in every scope), from
-    memory_search_stats (migrations 0026, 0033)."""
+class ScopeStats(NamedTuple):
+    """A scope's search statistics in one table (memory_search_stats, migrations 0026, 0033)."""
+    docs: int        # the scope's rows
+    tokens: int      # their tokens, each row's scope token included
+    everyone: int    # the table's rows in every scope
+
+
+async def scope_stats(db: Database, table: str, scope: str) -> ScopeStats:
+    """``scope``'s statistics in ``table``."""
     row = await db.fetchone(
         "SELECT coalesce(sum(CASE WHEN scope = ? THEN docs END), 0) AS docs, "
         "coalesce(sum(CASE WHEN scope = ? THEN tokens END), 0) AS tokens, coalesce(sum(docs), 0) AS everyone "
         "FROM memory_search_stats WHERE tbl = ?", (scope, scope, table))
-    return int(row["docs"]), int(row["tokens"]), int(row["everyone"])
+    return ScopeStats(int(row["docs"]), int(row["tokens"]), int(row["everyone"]))
 
 
 async def terms_rows(db: Database, query: Query) -> int:
@@ -121,12 +127,11 @@ def messages_match(scope: str, query: Query, scope_rows: int, in_terms: int) -> 
     return fts5_match(None if in_terms <= scope_rows else scope, query)
 
 
-def counted_here(stats: tuple[int, int, int], matches_at_most: int) -> bool:
+def counted_here(stats: ScopeStats, matches_at_most: int) -> bool:
     """Whether SQLite ranks a scope with its own statistics (``bm25``) rather than FTS5's
-    (module docstring): ``stats`` as ``scope_stats`` gives them, the question matching at most
-    ``matches_at_most`` rows of the table."""
-    docs, _, everyone = stats
-    return docs < OWN_STATS_SHARE * everyone and min(docs, matches_at_most) <= OWN_STATS_MAX_ROWS
+    (module docstring), the question matching at most ``matches_at_most`` rows of the table."""
+    return (stats.docs < OWN_STATS_SHARE * stats.everyone
+            and min(stats.docs, matches_at_most) <= OWN_STATS_MAX_ROWS)
 
 
 def bm25(rows: Iterable[tuple[int, str, bool]], query: Query, docs: int, tokens: int,
@@ -203,12 +208,12 @@ def _pg_params(table: str, scope: str, query: Query) -> tuple:
             pg_tsquery(scope, query), table, scope)
 
 
-async def _own_stats_ranked(db: Database, sql: str, params: tuple, query: Query, stats: tuple[int, int, int],
+async def _own_stats_ranked(db: Database, sql: str, params: tuple, query: Query, stats: ScopeStats,
                             n: int) -> list[tuple[int, float]]:
     """``bm25`` over the rows ``sql`` returns (id, terms, ok: visible to the viewer), off the event
     loop: a scope's matches may be thousands of rows."""
     rows = [(r["id"], r["terms"], bool(r["ok"])) for r in await db.fetchall(sql, params)]
-    return await asyncio.to_thread(bm25, rows, query, stats[0], stats[1], n)
+    return await asyncio.to_thread(bm25, rows, query, stats.docs, stats.tokens, n)
 
 
 async def keyword_messages(db: Database, viewer: Viewer, query: Query | None, n: int) -> list[tuple[int, float]]:
@@ -232,7 +237,7 @@ async def keyword_messages(db: Database, viewer: Viewer, query: Query | None, n:
     sees, seen = viewer.where(message_audience())
     stats = await scope_stats(db, "memory_messages", viewer.scope)
     in_terms = await terms_rows(db, query)
-    match = messages_match(viewer.scope, query, stats[0], in_terms)
+    match = messages_match(viewer.scope, query, stats.docs, in_terms)
     if counted_here(stats, in_terms):
         return await _own_stats_ranked(
             db, f"SELECT m.id, m.search_terms AS terms, ({sees}) AS ok FROM memory_messages_fts f "
@@ -262,7 +267,7 @@ async def keyword_beliefs(db: Database, viewer: Viewer, query: Query | None, n: 
                                  (*_pg_params("beliefs", viewer.scope, query), *seen, n))
         return [(r["id"], r["s"]) for r in rows]
     stats = await scope_stats(db, "beliefs", viewer.scope)
-    if counted_here(stats, stats[0]):
+    if counted_here(stats, stats.docs):
         return await _own_stats_ranked(
             db, f"SELECT b.id, b.search_terms AS terms, ({in_recall('b.')} AND {sees}) AS ok FROM beliefs_fts "
             "JOIN beliefs b ON b.id = beliefs_fts.rowid JOIN worlds w ON w.id = b.world_id "

@@ -178,11 +178,11 @@ async def _ranked(url: str) -> list[list[tuple[str, float]]]:
             await engine.ingest_many([MemoryMessage(scope, "general", str(i), author, text,
                                                     MONDAY + timedelta(minutes=i))
                                       for i, (author, text) in enumerate(chat)])
+        ids = {r["id"]: r["message_id"] for r in await db.fetchall(
+            "SELECT id, message_id FROM memory_messages WHERE scope = 'test:1'")}
         out = []
         for question in PARITY_QUESTIONS:
             hits = await keyword_messages(db, Viewer.operator("test:1"), fts_query(question, now=MONDAY), 5)
-            ids = {r["id"]: r["message_id"] for r in await db.fetchall(
-                "SELECT id, message_id FROM memory_messages WHERE scope = 'test:1'")}
             out.append([(ids[i], s) for i, s in hits])
         return out
     finally:
