@@ -16,6 +16,33 @@ from engine.db import open_database
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Files of few tests that run for a minute or more, handed to a worker before every other file.
+# `--dist loadfile` (pyproject.toml) hands out the files with the most tests first, so a file of
+# one long test came last and ran alone while the other worker had nothing left to do (the whole
+# simulation on llama-server: 3.5 minutes). Handed out first, they run beside the rest.
+LONG_FILES = ("tests/processes/test_llama_cpp_server.py", "tests/engine/sim/test_estimate.py",
+              "tests/processes/test_coexist.py", "tests/engine/test_e5_encoder.py",
+              "tests/engine/sim/run/test_ray_executor.py")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile``, with LONG_FILES at the head of the queue."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    if missing := [name for name in LONG_FILES if not (REPO / name).is_file()]:
+        raise pytest.UsageError(f"tests/conftest.py LONG_FILES names files that are gone: {missing}")
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongFilesFirst(LoadFileScheduling):
+        def _assign_work_unit(self, node):
+            for name in reversed(LONG_FILES):
+                if name in self.workqueue:
+                    self.workqueue.move_to_end(name, last=False)
+            super()._assign_work_unit(node)
+
+    return LongFilesFirst(config, log)
+
 
 @pytest.fixture(autouse=True)
 def root_logger_as_found():
