@@ -355,7 +355,8 @@ class MemorySection(Section):
     short_max_content_words: int = Field(2, ge=0, le=50)
     short_window_s: float = Field(1800.0, ge=0.0)
     # Conversation context: the routing vector blends in the mean of the channel's last
-    # context_messages messages (younger than context_window_s) with weight context_weight.
+    # context_messages messages (younger than context_window_s) that went to the channel's current
+    # world, with weight context_weight.
     context_messages: int = Field(4, ge=0, le=100)
     context_window_s: float = Field(900.0, ge=0.0)
     context_weight: float = Field(0.15, ge=0.0, lt=1.0)

@@ -147,7 +147,9 @@ def is_short(cfg: MemorySection, text: str) -> bool:
 
 
 def routing_vector(cfg: MemorySection, vec: np.ndarray, context: list[np.ndarray]) -> np.ndarray:
-    """The message vector, nudged towards what the channel has just been talking about."""
+    """The message vector, nudged towards what the channel has just been talking about: ``context``,
+    the channel's last contentful messages that went to its current world (``route``). Once a
+    channel changes topic, the lines of the topic before no longer pull the new one's towards it."""
     if not context or cfg.context_weight <= 0:
         return vec
     ctx = normalise(np.mean(context, axis=0))
@@ -176,7 +178,8 @@ def route(cfg: MemorySection, state: "ScopeState", channel: "ChannelState", mess
     ts = aware(message.ts)
     while channel.recent and (ts - channel.recent[0][0]).total_seconds() > cfg.context_window_s:
         channel.recent.popleft()
-    context = [v for _, v in list(channel.recent)[-cfg.context_messages:]] if cfg.context_messages else []
+    context = [v for _, v, wid in list(channel.recent)[-cfg.context_messages:]
+               if wid == channel.world_id] if cfg.context_messages else []
     query = routing_vector(cfg, vec, context)
     basis, weights = state.centre(), None
     if basis is not None:
@@ -217,7 +220,7 @@ def route(cfg: MemorySection, state: "ScopeState", channel: "ChannelState", mess
         state.count_speaker(speaker_key(message), vec)
     channel.world_id, channel.last_ts = world.id, ts
     if not short:
-        channel.recent.append((ts, vec))
+        channel.recent.append((ts, vec, world.id))
         while len(channel.recent) > max(cfg.context_messages, 1):
             channel.recent.popleft()
     return result

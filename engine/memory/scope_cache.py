@@ -95,7 +95,7 @@ class ScopeState:
 class ChannelState:
     world_id: str | None = None
     last_ts: datetime | None = None
-    recent: deque = field(default_factory=deque)   # (ts, vector) of recent contentful messages
+    recent: deque = field(default_factory=deque)   # (ts, vector, world id) of recent contentful messages
 
 
 async def stamp(db: Database, scope: str) -> int:
@@ -159,7 +159,7 @@ async def load_channel(db: Database, cfg: MemorySection, scope: str, channel: st
         state.world_id, state.last_ts = rows[0]["world_id"], parse_ts(rows[0]["ts"])
         for r in reversed(rows):
             if not router.is_short(cfg, r["text"]):
-                state.recent.append((parse_ts(r["ts"]), from_blob(r["embedding"])))
+                state.recent.append((parse_ts(r["ts"]), from_blob(r["embedding"]), r["world_id"]))
     return state
 
 

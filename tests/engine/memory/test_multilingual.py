@@ -77,6 +77,28 @@ async def test_a_short_chat_of_one_person_keeps_the_match_and_the_leak_apart(db_
         await close_engine(db, engine)
 
 
+async def test_after_a_change_of_topic_the_old_topic_no_longer_pulls_the_new_lines(tmp_path):
+    """One person at the console again, a leak told in lines that share few words. The channel's
+    context is what it says in its current world: the match's lines, still among the channel's
+    last four, no longer pull the leak's second line away from the first's world (before, each
+    leak line started a world of its own: bench/RESULTS.md)."""
+    match = ["Oi pessoal, alguém viu o jogo do Flamengo ontem?", "Vi sim, o Gabigol marcou dois gols no segundo tempo",
+             "O goleiro defendeu um pênalti no final, que jogo!",
+             "O Flamengo agora está em primeiro lugar no campeonato"]
+    leak = ["Gente, tem um vazamento enorme na garagem do prédio", "A água está pingando em cima dos carros na vaga 12",
+            "O síndico disse que o encanador vem amanhã de manhã",
+            "Molhou meu carro inteiro, vou pedir reembolso ao condomínio"]
+    db, engine = await open_engine(tmp_path / "pt.db", model=E5_MODEL)
+    try:
+        chat = Chat()
+        match_worlds = [(await engine.ingest(chat.msg(t, "root"))).world_id for t in match]
+        leak_worlds = [(await engine.ingest(chat.msg(t, "root"))).world_id for t in leak]
+        assert len(set(match_worlds)) == 1 and not set(match_worlds) & set(leak_worlds), (match_worlds, leak_worlds)
+        assert leak_worlds[1] == leak_worlds[0] and len(set(leak_worlds)) <= 2, leak_worlds
+    finally:
+        await close_engine(db, engine)
+
+
 async def test_thai_topics_route_apart_and_recall_finds_the_goals(tmp_path):
     await _routed_and_recalled(tmp_path / "th.db", TH_FOOTBALL, TH_GARAGE, "ใครยิงประตูในครึ่งหลัง")
 
