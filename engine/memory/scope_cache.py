@@ -231,10 +231,12 @@ class ScopeCache:
                 del state.worlds[wid]
 
     def redirect_channels(self, gone: str, keep: str) -> None:
-        """Channels talking in a world that merged into another now talk in that one."""
+        """Channels talking in a world that merged into another now talk in that one, and their
+        recent messages in it (routing's context: router.route) count as the kept world's."""
         for ch in self.channels.values():
             if ch.world_id == gone:
                 ch.world_id = keep
+            ch.recent = deque((ts, vec, keep if wid == gone else wid) for ts, vec, wid in ch.recent)
 
     def forget_channel(self, scope: str, channel: str) -> None:
         self.channels.pop((scope, channel), None)

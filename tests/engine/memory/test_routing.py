@@ -11,7 +11,7 @@ from engine.config import E5_MODEL, MINILM_MODEL, MemorySection
 from engine.memory import beliefs as belief_store, router
 from engine.memory.beliefs import NewBelief
 from engine.memory.models import from_blob, iso, utcnow
-from engine.memory.scope_cache import SPEAKERS_KEPT, ScopeState
+from engine.memory.scope_cache import SPEAKERS_KEPT, ScopeState, load_channel
 from tests.helpers.memory import Chat, close_engine, open_engine
 from tests.helpers.wait import until
 
@@ -181,6 +181,11 @@ async def test_merge_moves_everything_and_is_recorded(db_url):
     world, _ = await engine.route_query(chat.scope, "pandas csv")
     assert world.id == kept
     assert len(engine.cache.scopes[chat.scope].index("")) == 2
+    # The channel's state in memory is what a restart reads: its recent messages, routing's
+    # context, name the kept world too.
+    channel = engine.cache.channels[(chat.scope, chat.channel)]
+    fresh = await load_channel(db, engine.cfg, chat.scope, chat.channel)
+    assert [w for *_, w in channel.recent] == [w for *_, w in fresh.recent] == [kept, kept, c.world_id]
     digest = await engine.digest(chat.scope, utcnow() - timedelta(minutes=5))
     assert [(m.kept_id, m.absorbed_id) for m in digest.merges] == [(kept, merged[0]["absorbed"])]
     await close_engine(db, engine)
